@@ -1,0 +1,607 @@
+"""The metric contract: load metric.py, check what score() returns, and self-test it.
+
+```python
+def score(input, output, expected=None):
+    return score_value, {"feedback": "...", "scores": {"format": 1.0}}
+```
+
+Every check has a name that appears in its messages ("Metric return value", "answer key",
+"null control", ...), so a user can find it in docs/metric.md.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import importlib.util
+import inspect
+import math
+import numbers
+import reprlib
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from skynet.data import Item
+from skynet.errors import ConfigError, ContractError, MetricError
+from skynet.measure import TESTING, Observation, current_observation, scoring
+from skynet.reward import RewardSpec, validate_spec
+
+__all__ = [
+    "RETURN_VALUE",
+    "ANSWER_KEY",
+    "NULL_CONTROL",
+    "Limits",
+    "MetricResult",
+    "Metric",
+    "load_metric",
+    "validate_return",
+    "CheckFailure",
+    "CheckReport",
+    "check_metric",
+]
+
+RETURN_VALUE = "Metric return value"
+ANSWER_KEY = "answer key"
+NULL_CONTROL = "null control"
+METRIC_ERROR = "Metric error"
+SIGNATURE = "Metric signature"
+METRIC_FILE = "Metric file"
+
+_FIX = 'return a pair (score, {"feedback": "what is wrong and what right looks like"})'
+
+_short = reprlib.Repr()
+_short.maxstring = 120
+_short.maxother = 120
+_short.maxlist = _short.maxtuple = _short.maxdict = 6
+
+
+def _shown(value: Any, limit: int = 200) -> str:
+    text = _short.repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """Limits on one metric call; each is a clear error or a recorded note, never a silent cut."""
+
+    time_s: float | None = 60.0
+    feedback_chars: int = 4000
+    max_scores: int = 32
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricResult:
+    """A validated metric return value.
+
+    Attributes:
+        score: the score as a float.
+        feedback: the feedback text (cut to the limit, with a note, when longer).
+        scores: named scores (str -> float).
+        extra: any other keys of the returned dict, kept and shown to the reflection model.
+        notes: what Skynet did to the value (e.g. cut the feedback).
+    """
+
+    score: float
+    feedback: str
+    scores: dict[str, float] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+def _is_score(value: Any) -> bool:
+    # numbers.Real covers int, float, Fraction and numpy's scalar types; bool is not a score.
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def _why_not_score(value: Any) -> str:
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return "a bool is not a score; return 1.0 or 0.0"
+    if value is None:
+        return "the score is None"
+    if isinstance(value, numbers.Real):
+        return "the score is not finite (NaN or infinity)"
+    if isinstance(value, str):
+        return "the score is a str; return a number such as 1.0"
+    if type(value).__name__ == "ndarray":
+        return "the score is a numpy array; return one number, e.g. float(x.mean())"
+    return f"the score is a {type(value).__name__}, not a real number"
+
+
+def validate_return(
+    value: Any,
+    *,
+    item_id: str | None = None,
+    where: str = "metric.py",
+    limits: Limits | None = None,
+) -> MetricResult:
+    """Check a metric's return value against the contract (the check named "Metric return value").
+
+    Raises:
+        ContractError: with check == "Metric return value", naming the item, showing what came
+            back (cut to ~200 characters) and how to fix it.
+    """
+    limits = limits or Limits()
+    item = f" for item '{item_id}'" if item_id is not None else ""
+
+    def fail(what: str, fix: str = _FIX) -> ContractError:
+        return ContractError(
+            f"{RETURN_VALUE} check failed{item} ({where}): {what}; got {_shown(value)}. Fix: {fix}",
+            check=RETURN_VALUE,
+            item_id=item_id,
+        )
+
+    if not isinstance(value, (tuple, list)):
+        raise fail(f"score() returned a {type(value).__name__}, not a pair")
+    if len(value) != 2:
+        raise fail(f"score() returned a {len(value)}-{type(value).__name__}, not a pair")
+    raw_score, info = value
+    if not _is_score(raw_score):
+        raise fail(_why_not_score(raw_score))
+    if not isinstance(info, Mapping):
+        raise fail(
+            f"the second element is a {type(info).__name__}, not a dict",
+            'return (score, {"feedback": "..."}) with a dict as the second element',
+        )
+    if "feedback" not in info:
+        raise fail(
+            'the dict has no "feedback" key',
+            'add "feedback": a str saying what is wrong and what right looks like',
+        )
+    feedback = info["feedback"]
+    if not isinstance(feedback, str):
+        raise fail(
+            f'"feedback" is a {type(feedback).__name__}, not a str',
+            'make "feedback" a str (join a list of notes with "\\n")',
+        )
+    scores: dict[str, float] = {}
+    raw_scores = info.get("scores", {})
+    if raw_scores is None:
+        raw_scores = {}
+    if not isinstance(raw_scores, Mapping):
+        raise fail(
+            f'"scores" is a {type(raw_scores).__name__}, not a dict',
+            'make "scores" a dict of name -> number, e.g. {"format": 1.0}',
+        )
+    if len(raw_scores) > limits.max_scores:
+        raise fail(
+            f'"scores" has {len(raw_scores)} entries; the limit is {limits.max_scores}',
+            "return fewer named scores (aggregate them), or raise limits.max_scores",
+        )
+    for name, sub in raw_scores.items():
+        if not isinstance(name, str):
+            raise fail(f'"scores" has a non-str key {name!r}', 'name every score with a str')
+        if not _is_score(sub):
+            raise fail(
+                f'"scores"["{name}"]: {_why_not_score(sub)}',
+                'make every value in "scores" a finite number',
+            )
+        scores[name] = float(sub)
+    notes: list[str] = []
+    if len(feedback) > limits.feedback_chars:
+        notes.append(
+            f"feedback cut from {len(feedback)} to {limits.feedback_chars} characters "
+            "(limit: feedback_chars)"
+        )
+        feedback = feedback[: limits.feedback_chars]
+    extra = {k: v for k, v in info.items() if k not in ("feedback", "scores")}
+    return MetricResult(
+        score=float(raw_score), feedback=feedback, scores=scores, extra=extra, notes=tuple(notes)
+    )
+
+
+def _arity(fn: Callable[..., Any], where: str) -> int:
+    """2 or 3: how score() is called, decided from its signature."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError) as exc:
+        raise ContractError(
+            f"{where}: cannot read the signature of score(): {exc}", check=SIGNATURE
+        ) from None
+    params = list(sig.parameters.values())
+    positional = [
+        p
+        for p in params
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    required = [p for p in positional if p.default is inspect.Parameter.empty]
+    kwonly_required = [
+        p.name
+        for p in params
+        if p.kind == inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty
+    ]
+    fix = "define score(input, output, expected=None) or score(input, output)"
+    if kwonly_required:
+        raise ContractError(
+            f"{where}: score() has required keyword-only parameter(s) "
+            f"{', '.join(kwonly_required)} that Skynet cannot fill; {fix}",
+            check=SIGNATURE,
+        )
+    if len(required) > 3:
+        raise ContractError(
+            f"{where}: score{sig} requires {len(required)} arguments; Skynet passes at most 3 "
+            f"(input, output, expected); {fix}",
+            check=SIGNATURE,
+        )
+    has_varargs = any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in params)
+    if len(positional) >= 3 or has_varargs:
+        return 3
+    if len(positional) == 2:
+        return 2
+    raise ContractError(
+        f"{where}: score{sig} takes {len(positional)} positional parameter(s); {fix}",
+        check=SIGNATURE,
+    )
+
+
+def _is_empty(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return not value.strip()
+    if isinstance(value, (Mapping, list, tuple, set)):
+        return len(value) == 0
+    return False
+
+
+def _empty_like(value: Any) -> Any:
+    """The empty output of the answer key's type: "" for text, {} for a dict, [] for a list."""
+    if isinstance(value, str):
+        return ""
+    if isinstance(value, Mapping):
+        return {}
+    if isinstance(value, (list, tuple)):
+        return []
+    return None
+
+
+class Metric:
+    """A loaded metric: call it as metric(input, output, expected) to get a MetricResult.
+
+    Attributes:
+        fn: the user's score function.
+        arity: 3 when called score(input, output, expected), 2 when score(input, output).
+        reward_spec: the module's REWARD_SPEC, validated, or None.
+        key_fn: the module's key(expected), or None.
+        path: the metric file, or None for a metric built from a function.
+        source_hash: sha256 of the metric's source, recorded with every result.
+        limits: the limits each call is held to.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str = "metric",
+        key_fn: Callable[[Any], Any] | None = None,
+        reward_spec: RewardSpec | None = None,
+        path: Path | None = None,
+        source_hash: str | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        self.name = name
+        self.where = str(path) if path is not None else name
+        self.fn = fn
+        self.arity = _arity(fn, self.where)
+        self.key_fn = key_fn
+        self.reward_spec = reward_spec
+        self.path = path
+        self.limits = limits or Limits()
+        if source_hash is None:
+            try:
+                source_hash = hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()
+            except (OSError, TypeError):
+                source_hash = ""
+        self.source_hash = source_hash
+
+    def __repr__(self) -> str:
+        return f"<Metric {self.where} score/{self.arity}>"
+
+    def __call__(
+        self, input: Any, output: Any, expected: Any = None, *, item_id: str | None = None
+    ) -> MetricResult:
+        """Score one output.
+
+        Raises:
+            ContractError: the return value broke the contract (check "Metric return value").
+            MetricError: score() raised or ran past limits.time_s; not a wrong answer.
+        """
+        args = (input, output, expected) if self.arity == 3 else (input, output)
+        raw = self._call_limited(args, item_id)
+        return validate_return(raw, item_id=item_id, where=self.where, limits=self.limits)
+
+    def _call_limited(self, args: tuple[Any, ...], item_id: str | None) -> Any:
+        item = f" on item '{item_id}'" if item_id is not None else ""
+        if self.limits.time_s is None:
+            try:
+                return self.fn(*args)
+            except Exception as exc:
+                raise self._raised(exc, item, item_id) from exc
+        # A worker thread lets the caller stop waiting; contextvars carry the Observation over.
+        box: dict[str, Any] = {}
+        context = contextvars.copy_context()
+
+        def work() -> None:
+            try:
+                box["value"] = context.run(self.fn, *args)
+            except BaseException as exc:  # noqa: BLE001 — reported to the caller below
+                box["error"] = exc
+
+        worker = threading.Thread(target=work, name="skynet-metric", daemon=True)
+        worker.start()
+        worker.join(self.limits.time_s)
+        if worker.is_alive():
+            raise MetricError(
+                f"{self.where}: score() ran longer than {self.limits.time_s:g} s{item} and was "
+                "abandoned; make it faster or raise limits.time_s",
+                item_id=item_id,
+            )
+        if "error" in box:
+            exc = box["error"]
+            if not isinstance(exc, Exception):
+                raise exc
+            raise self._raised(exc, item, item_id) from exc
+        return box["value"]
+
+    def _raised(self, exc: Exception, item: str, item_id: str | None) -> MetricError:
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        frames = traceback.extract_tb(exc.__traceback__)
+        user = [f for f in frames if self.path is not None and Path(f.filename) == self.path]
+        line = f" (line {user[-1].lineno})" if user else ""
+        return MetricError(
+            f"{self.where}: score() raised {type(exc).__name__}: {exc}{item}{line}. "
+            "This is recorded as an error, not a score; fix the metric and rescore",
+            item_id=item_id,
+            traceback=tb,
+        )
+
+    def answer_key(self, item: Item) -> Any:
+        """The item's answer as an output: key(expected) when defined, else the single column.
+
+        Raises:
+            ContractError: check "answer key", when there is no way to make the key.
+        """
+        if self.key_fn is not None:
+            try:
+                return self.key_fn(item.expected)
+            except Exception as exc:
+                raise ContractError(
+                    f"{self.where}: key() raised {type(exc).__name__}: {exc} for item "
+                    f"'{item.id}'; key(expected) must return the item's answer as an output",
+                    check=ANSWER_KEY,
+                    item_id=item.id,
+                ) from exc
+        expected = item.expected
+        if not expected:
+            raise ContractError(
+                f"item '{item.id}' has no expected output, so the self-test has no answer key; "
+                "give the item its output column(s)",
+                check=ANSWER_KEY,
+                item_id=item.id,
+            )
+        if len(expected) != 1:
+            raise ContractError(
+                f"item '{item.id}' has {len(expected)} expected columns "
+                f"({', '.join(map(str, expected))}); define key(expected) in {self.where} to say "
+                "what a right output looks like",
+                check=ANSWER_KEY,
+                item_id=item.id,
+            )
+        return next(iter(expected.values()))
+
+
+def _load_module(path: Path) -> ModuleType:
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    # A name of its own per file: two projects' metric.py never collide in sys.modules.
+    name = f"skynet_user_metric_{digest}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ContractError(f"{path}: cannot be loaded as a Python module", check=METRIC_FILE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    folder = str(path.parent)
+    sys.path.insert(0, folder)  # so metric.py can import helpers that sit beside it
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        sys.modules.pop(name, None)
+        raise ContractError(
+            f"{path}:{exc.lineno}: syntax error: {exc.msg}; fix the file and run skynet check",
+            check=METRIC_FILE,
+        ) from None
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
+        line = f":{frames[-1].lineno}" if frames else ""
+        raise ContractError(
+            f"{path}{line}: importing the metric raised {type(exc).__name__}: {exc}; "
+            "metric.py must import cleanly",
+            check=METRIC_FILE,
+        ) from exc
+    finally:
+        try:
+            sys.path.remove(folder)
+        except ValueError:
+            pass
+    return module
+
+
+def load_metric(path: str | Path, *, limits: Limits | None = None) -> Metric:
+    """Load a user's metric.py.
+
+    Finds `score`, decides from its signature how it is called, validates a module-level
+    REWARD_SPEC and picks up an optional `key(expected)`.
+
+    Raises:
+        ContractError: the file is missing, does not import, or has no usable score().
+        ConfigError: REWARD_SPEC is malformed (the message names the key).
+    """
+    p = Path(path).expanduser().resolve()
+    if not p.is_file():
+        raise ContractError(
+            f"{p}: no such metric file; write a metric.py that defines "
+            "score(input, output, expected=None)",
+            check=METRIC_FILE,
+        )
+    source = p.read_bytes()
+    module = _load_module(p)
+    fn = getattr(module, "score", None)
+    if fn is None:
+        raise ContractError(
+            f"{p}: defines no score(); add def score(input, output, expected=None): "
+            'return value, {"feedback": "..."}',
+            check=SIGNATURE,
+        )
+    if not callable(fn):
+        raise ContractError(
+            f"{p}: score is a {type(fn).__name__}, not a function", check=SIGNATURE
+        )
+    spec = None
+    if hasattr(module, "REWARD_SPEC"):
+        spec = validate_spec(module.REWARD_SPEC, where=f"{p}: REWARD_SPEC")
+    key_fn = getattr(module, "key", None)
+    if key_fn is not None and not callable(key_fn):
+        raise ConfigError(f"{p}: key is a {type(key_fn).__name__}; define key(expected)")
+    return Metric(
+        fn,
+        name=p.name,
+        key_fn=key_fn,
+        reward_spec=spec,
+        path=p,
+        source_hash=hashlib.sha256(source).hexdigest(),
+        limits=limits,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CheckFailure:
+    """One failed check of the self-test: its name, the item, and what went wrong."""
+
+    check: str
+    item_id: str | None
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True, slots=True)
+class CheckReport:
+    """What the self-test found. `ok` is True when nothing failed."""
+
+    items_checked: int
+    failures: tuple[CheckFailure, ...] = ()
+    null_control_skipped: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def summary(self) -> str:
+        if self.ok:
+            skipped = (
+                f" ({len(self.null_control_skipped)} item(s) with an empty key left out of the "
+                "null control)"
+                if self.null_control_skipped
+                else ""
+            )
+            return f"metric self-test passed on {self.items_checked} item(s){skipped}"
+        lines = [f"metric self-test failed on {len(self.failures)} check(s):"]
+        lines += [f"  - [{f.check}] {f.message}" for f in self.failures]
+        return "\n".join(lines)
+
+
+# The self-test scores outputs no artifact produced: metrics that read observation() see this.
+_SELFTEST_OBSERVATION = Observation(
+    elapsed_ms=0.0, cost_note="self-test: no artifact ran", time_note="self-test: no artifact ran"
+)
+
+
+def check_metric(metric: Metric, items: Iterable[Item], *, others: int = 3) -> CheckReport:
+    """Self-test a metric on the items a run will use, before anything is spent.
+
+    Checks, per item:
+      - "Metric return value": every call returns a valid pair;
+      - "answer key": the answer key scores at least as high as every other output tried
+        (the empty output and up to `others` other items' answer keys);
+      - "null control": an empty output scores strictly lower than the answer key, unless the key
+        is itself empty (such items are left out of this check only).
+    """
+    items = list(items)
+    failures: list[CheckFailure] = []
+    skipped: list[str] = []
+    keys: dict[str, Any] = {}
+    for item in items:
+        try:
+            keys[item.id] = metric.answer_key(item)
+        except ContractError as exc:
+            failures.append(CheckFailure(exc.check, item.id, str(exc)))
+
+    def run(item: Item, output: Any) -> MetricResult | None:
+        try:
+            return metric(item.input, output, item.expected, item_id=item.id)
+        except ContractError as exc:
+            failures.append(CheckFailure(exc.check, item.id, str(exc)))
+        except MetricError as exc:
+            failures.append(CheckFailure(METRIC_ERROR, item.id, str(exc)))
+        return None
+
+    observed = current_observation()
+    with scoring(observed or _SELFTEST_OBSERVATION, source=TESTING):
+        ordered = [i for i in items if i.id in keys]
+        for index, item in enumerate(ordered):
+            key = keys[item.id]
+            on_key = run(item, key)
+            if on_key is None:
+                continue
+            tried: list[tuple[str, Any]] = []
+            empty_key = _is_empty(key)
+            if empty_key:
+                skipped.append(item.id)
+            else:
+                tried.append(("the empty output", _empty_like(key)))
+            for other in ordered[index + 1 :] + ordered[:index]:
+                if len(tried) >= others + (0 if empty_key else 1):
+                    break
+                if keys[other.id] != key:
+                    tried.append((f"item '{other.id}''s answer key", keys[other.id]))
+            for label, output in tried:
+                got = run(item, output)
+                if got is None:
+                    continue
+                if got.score > on_key.score:
+                    failures.append(
+                        CheckFailure(
+                            ANSWER_KEY,
+                            item.id,
+                            f"{ANSWER_KEY} check failed for item '{item.id}' ({metric.where}): "
+                            f"{label} {_shown(output, 80)} scored {got.score:g}, higher than the "
+                            f"answer key {_shown(key, 80)} ({on_key.score:g}); the expected "
+                            "output must score at least as high as any other output",
+                        )
+                    )
+                if label == "the empty output" and got.score >= on_key.score:
+                    failures.append(
+                        CheckFailure(
+                            NULL_CONTROL,
+                            item.id,
+                            f"{NULL_CONTROL} check failed for item '{item.id}' ({metric.where}): "
+                            f"an empty output scored {got.score:g}, not lower than the answer key "
+                            f"({on_key.score:g}); a metric that marks everything correct cannot "
+                            "guide an optimizer: score what the output gets right",
+                        )
+                    )
+    return CheckReport(
+        items_checked=len(items), failures=tuple(failures), null_control_skipped=tuple(skipped)
+    )
+

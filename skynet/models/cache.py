@@ -1,0 +1,122 @@
+"""A persistent cache of model calls, in SQLite, keyed by canonical JSON of the request.
+
+A hit returns the reply together with the time, tokens and cost measured when the call was first
+made, so a resumed or repeated run reports the same figures without paying again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CachedCall", "CallCache", "cache_key"]
+
+SCHEMA_VERSION = 1
+
+
+def cache_key(model: str, messages: Any, params: dict[str, Any], draw: int) -> str:
+    """sha256 of the canonical JSON of (model, messages, params, draw index)."""
+    canonical = json.dumps(
+        {"model": model, "messages": messages, "params": params, "draw": draw},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=str,
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CachedCall:
+    reply: dict[str, Any]
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    elapsed_ns: int
+
+
+class CallCache:
+    """SQLite-backed call cache; safe to share between threads.
+
+    Args:
+        path: the database file (created with its folder), or ":memory:".
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=10000")
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self._lock:
+            self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+            row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                from skynet.errors import ConfigError
+
+                raise ConfigError(
+                    f"{self.path}: call cache schema {version} is newer than this Skynet "
+                    f"({SCHEMA_VERSION}); upgrade skynet or use another cache path"
+                )
+            if version < 1:
+                self._db.execute(
+                    "CREATE TABLE calls (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
+                    "reply TEXT NOT NULL, input_tokens INTEGER, output_tokens INTEGER, "
+                    "cost_usd REAL, elapsed_ns INTEGER, created REAL DEFAULT (unixepoch('subsec')))"
+                )
+                self._db.execute(
+                    "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
+                )
+
+    def get(self, key: str) -> CachedCall | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT reply, input_tokens, output_tokens, cost_usd, elapsed_ns "
+                "FROM calls WHERE key=?",
+                (key,),
+            ).fetchone()
+        if row is None:
+            return None
+        return CachedCall(
+            reply=json.loads(row[0]),
+            input_tokens=row[1],
+            output_tokens=row[2],
+            cost_usd=row[3],
+            elapsed_ns=row[4],
+        )
+
+    def put(self, key: str, model: str, call: CachedCall) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR IGNORE INTO calls (key, model, reply, input_tokens, output_tokens, "
+                "cost_usd, elapsed_ns) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    model,
+                    json.dumps(call.reply, ensure_ascii=False),
+                    call.input_tokens,
+                    call.output_tokens,
+                    call.cost_usd,
+                    call.elapsed_ns,
+                ),
+            )
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

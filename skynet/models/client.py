@@ -1,0 +1,482 @@
+"""Every model call, for every role, goes through Models.complete().
+
+The path: cache lookup → governor slot → litellm call with retries (exponential backoff with
+jitter on 429, 5xx, connection errors and time-outs, honouring Retry-After) → cost from the price
+→ cache store → the role's ledger → the meter of the item being evaluated (task role only).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import random
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from time import perf_counter_ns as _clock_ns, sleep as _sleep
+from typing import Any
+
+from skynet.errors import ConfigError, ModelError
+from skynet.measure import CallFigures, active_meter
+from skynet.models.cache import CachedCall, CallCache, cache_key
+from skynet.models.governor import Governor
+from skynet.models.ledger import ROLES, CallRecord, Ledger
+from skynet.models.local import EMBEDDED_MODEL
+from skynet.models.pricing import Price, lookup_price
+
+__all__ = [
+    "RetryPolicy",
+    "ModelSettings",
+    "ModelsConfig",
+    "Reply",
+    "Models",
+    "configure",
+    "current",
+    "using",
+]
+
+# Parameters that change a reply (and so belong in the cache key). Transport settings don't.
+_REPLY_PARAMS = ("temperature", "max_tokens", "top_p", "stop", "seed", "response_format", "tools")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """Retries for transient failures: 429, 5xx, connection errors, time-outs.
+
+    Delay before attempt n+1 is uniform in [0, min(max_delay_s, base_delay_s * 2**n)] (full
+    jitter), or the server's Retry-After when it sent one (capped at max_retry_after_s).
+    """
+
+    max_attempts: int = 4
+    base_delay_s: float = 0.5
+    max_delay_s: float = 20.0
+    max_retry_after_s: float = 60.0
+
+    def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
+        if retry_after is not None:
+            return min(max(0.0, retry_after), self.max_retry_after_s)
+        return rng.uniform(0, min(self.max_delay_s, self.base_delay_s * 2**attempt))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSettings:
+    """How to reach and limit one model.
+
+    Attributes:
+        api_base: the server's base URL (e.g. "http://127.0.0.1:8000/v1"), or None for the
+            provider's default.
+        api_key: the key, or None to let litellm read the provider's usual variable.
+        timeout_s: per-attempt time-out.
+        max_concurrent: calls in flight at once (the governor).
+        rpm: requests per minute, or None.
+        price: declared price (wins over litellm's table).
+    """
+
+    api_base: str | None = None
+    api_key: str | None = None
+    timeout_s: float = 120.0
+    max_concurrent: int = 8
+    rpm: float | None = None
+    price: Price | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelsConfig:
+    """Which model serves each role, and how to reach each model.
+
+    The embedded `local/smollm2` is the default for every role. `metric` empty means: the
+    reflection model.
+    """
+
+    task: str = EMBEDDED_MODEL
+    reflection: str = EMBEDDED_MODEL
+    metric: str = ""
+    settings: Mapping[str, ModelSettings] = field(default_factory=dict)
+    cache_path: Path | str | None = Path(".skynet") / "cache.db"
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def model_for(self, role: str) -> str:
+        if role not in ROLES:
+            raise ConfigError(f"unknown model role '{role}'; roles: {', '.join(ROLES)}")
+        if role == "metric":
+            return self.metric or self.reflection
+        return getattr(self, role)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reply:
+    """A model's reply with what Skynet measured of the call."""
+
+    text: str
+    model: str
+    role: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    cost_note: str
+    elapsed_ms: float
+    cached: bool
+    finish_reason: str = "stop"
+    attempts: int = 1
+
+
+def _status_of(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    for holder in (getattr(exc, "response", None), exc):
+        headers = getattr(holder, "headers", None)
+        if not headers:
+            continue
+        try:
+            value = headers.get("retry-after") or headers.get("Retry-After")
+        except AttributeError:
+            continue
+        if value is None:
+            continue
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def _transient(exc: BaseException) -> bool:
+    from skynet.models._litellm import litellm
+
+    if isinstance(exc, (litellm.Timeout, litellm.APIConnectionError, litellm.RateLimitError)):
+        return True
+    if isinstance(exc, (litellm.InternalServerError, litellm.ServiceUnavailableError)):
+        return True
+    status = _status_of(exc)
+    return status is not None and (status == 429 or status >= 500)
+
+
+class Models:
+    """A model session: config, call cache, one governor per model, one ledger per role.
+
+    Args:
+        config: the models configuration.
+        base_dir: relative cache paths are resolved against it (the project folder).
+    """
+
+    def __init__(self, config: ModelsConfig | None = None, *, base_dir: Path | None = None) -> None:
+        self.config = config or ModelsConfig()
+        self.ledgers = {role: Ledger(role) for role in ROLES}
+        self._governors: dict[str, Governor] = {}
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[CallRecord], None]] = []
+        self._rng = random.Random(0)
+        cache_path = self.config.cache_path
+        if cache_path is None:
+            self.cache: CallCache | None = None
+        else:
+            path = Path(cache_path)
+            if not path.is_absolute() and str(path) != ":memory:":
+                path = (base_dir or Path.cwd()) / path
+            self.cache = CallCache(path)
+
+    # -- settings -------------------------------------------------------------------------
+    def settings(self, model: str) -> ModelSettings:
+        found = self.config.settings.get(model)
+        if found is not None:
+            return found
+        if model.startswith("local/"):
+            # One llama.cpp context per process: calls queue in the governor, not in the lock.
+            return ModelSettings(max_concurrent=1, price=Price(input_per_mtok=0, output_per_mtok=0))
+        return ModelSettings()
+
+    def price(self, model: str) -> Price | None:
+        declared = self.settings(model).price
+        if declared is not None:
+            return declared
+        if model.startswith("local/"):
+            return Price(input_per_mtok=0, output_per_mtok=0)
+        return lookup_price(model)
+
+    def governor(self, model: str) -> Governor:
+        with self._lock:
+            gov = self._governors.get(model)
+            if gov is None:
+                s = self.settings(model)
+                gov = Governor(s.max_concurrent, s.rpm)
+                self._governors[model] = gov
+            return gov
+
+    def subscribe(self, listener: Callable[[CallRecord], None]) -> None:
+        """Call `listener` with every CallRecord (the run store records them)."""
+        self._listeners.append(listener)
+
+    def _record(self, record: CallRecord) -> None:
+        self.ledgers[record.role].add(record)
+        for listener in self._listeners:
+            listener(record)
+
+    # -- the call path --------------------------------------------------------------------
+    def complete(
+        self,
+        role: str,
+        messages: list[dict[str, Any]],
+        *,
+        model: str | None = None,
+        draw: int = 0,
+        **params: Any,
+    ) -> Reply:
+        """Call the model serving `role` (or `model`) with chat messages.
+
+        Args:
+            role: "task", "reflection" or "metric"; decides the ledger and whether the meter
+                counts the call (only task calls are in service_cost()).
+            messages: OpenAI-style chat messages.
+            model: overrides the role's model.
+            draw: the draw index; part of the cache key (another index draws afresh).
+            **params: temperature, max_tokens, top_p, stop, seed, ...
+
+        Raises:
+            ModelError: the call failed after retries, or failed in a way retries cannot fix.
+        """
+        name = model or self.config.model_for(role)
+        if not name:
+            raise ConfigError(f"no model is configured for the {role} role")
+        params = {k: v for k, v in params.items() if v is not None}
+        params.setdefault("temperature", 0.0)
+        key_params = {k: params[k] for k in sorted(params) if k in _REPLY_PARAMS}
+        key = cache_key(name, messages, key_params, draw)
+        item_id = getattr(active_meter(), "item_id", None)
+
+        looked_up = _clock_ns()
+        hit = self.cache.get(key) if self.cache is not None else None
+        if hit is not None:
+            lookup_ns = _clock_ns() - looked_up
+            return self._finish(role, name, hit, cached=True, lookup_ns=lookup_ns, item_id=item_id)
+
+        settings = self.settings(name)
+        gov = self.governor(name)
+        attempts = 0
+        with gov.slot() as waited_s:
+            while True:
+                attempts += 1
+                started = _clock_ns()
+                try:
+                    response = self._call_litellm(name, messages, params, settings)
+                    elapsed_ns = _clock_ns() - started
+                    break
+                except Exception as exc:
+                    elapsed_ns = _clock_ns() - started
+                    transient = _transient(exc)
+                    if not transient or attempts >= self.config.retry.max_attempts:
+                        cause = f"{type(exc).__name__}: {_short(exc)}"
+                        why = (
+                            f"failed after {attempts} attempt(s)"
+                            if transient
+                            else "failed (not retried: the error is not transient)"
+                        )
+                        self._record(
+                            CallRecord(
+                                role=role,
+                                model=name,
+                                elapsed_ms=elapsed_ns / 1e6,
+                                attempts=attempts,
+                                ok=False,
+                                error=cause,
+                                item_id=item_id,
+                            )
+                        )
+                        raise ModelError(
+                            f"model '{name}' ({role}) {why}: {cause}",
+                            model=name,
+                            attempts=attempts,
+                        ) from exc
+                    _sleep(self.config.retry.delay(attempts - 1, _retry_after(exc), self._rng))
+        reply, in_tok, out_tok = _parse(response)
+        price = self.price(name)
+        cost = None if price is None else price.cost(in_tok, out_tok)
+        call = CachedCall(
+            reply=reply,
+            input_tokens=in_tok,
+            output_tokens=out_tok,
+            cost_usd=cost,
+            elapsed_ns=elapsed_ns,
+        )
+        if self.cache is not None:
+            self.cache.put(key, name, call)
+        return self._finish(
+            role,
+            name,
+            call,
+            cached=False,
+            attempts=attempts,
+            item_id=item_id,
+            queued_ns=int(waited_s * 1e9),
+        )
+
+    def _call_litellm(
+        self, model: str, messages: list[dict[str, Any]], params: dict[str, Any], s: ModelSettings
+    ) -> Any:
+        from skynet.models._litellm import litellm
+
+        if model.startswith("local/"):
+            from skynet.models import local
+
+            local.register()
+        extra: dict[str, Any] = {}
+        if s.api_base:
+            extra["api_base"] = s.api_base
+        if s.api_key:
+            extra["api_key"] = s.api_key
+        # Skynet retries; litellm and the OpenAI client must not retry underneath it.
+        return litellm.completion(
+            model=model,
+            messages=messages,
+            timeout=s.timeout_s,
+            num_retries=0,
+            max_retries=0,
+            **extra,
+            **params,
+        )
+
+    def _finish(
+        self,
+        role: str,
+        model: str,
+        call: CachedCall,
+        *,
+        cached: bool,
+        lookup_ns: int = 0,
+        attempts: int = 1,
+        item_id: str | None = None,
+        queued_ns: int = 0,
+    ) -> Reply:
+        cost_note = "" if call.cost_usd is not None else f"no known price for {model}"
+        self._record(
+            CallRecord(
+                role=role,
+                model=model,
+                elapsed_ms=call.elapsed_ns / 1e6,
+                input_tokens=call.input_tokens,
+                output_tokens=call.output_tokens,
+                cost_usd=call.cost_usd,
+                cached=cached,
+                attempts=attempts,
+                item_id=item_id,
+            )
+        )
+        meter = active_meter()
+        if role == "task" and meter is not None:
+            meter.add_call(
+                CallFigures(
+                    model=model,
+                    elapsed_ns=call.elapsed_ns,
+                    input_tokens=call.input_tokens,
+                    output_tokens=call.output_tokens,
+                    cost_usd=call.cost_usd,
+                    cached=cached,
+                    lookup_ns=lookup_ns,
+                    queued_ns=queued_ns,
+                )
+            )
+        return Reply(
+            text=call.reply.get("text", ""),
+            model=model,
+            role=role,
+            input_tokens=call.input_tokens,
+            output_tokens=call.output_tokens,
+            cost_usd=call.cost_usd,
+            cost_note=cost_note,
+            elapsed_ms=call.elapsed_ns / 1e6,
+            cached=cached,
+            finish_reason=call.reply.get("finish_reason") or "stop",
+            attempts=attempts,
+        )
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()
+
+
+def _short(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _parse(response: Any) -> tuple[dict[str, Any], int, int]:
+    choice = response.choices[0]
+    message = choice.message
+    text = getattr(message, "content", None) or ""
+    usage = getattr(response, "usage", None)
+    in_tok = int(getattr(usage, "prompt_tokens", 0) or 0)
+    out_tok = int(getattr(usage, "completion_tokens", 0) or 0)
+    reply: dict[str, Any] = {"text": text, "finish_reason": choice.finish_reason or "stop"}
+    tool_calls = getattr(message, "tool_calls", None)
+    if tool_calls:
+        reply["tool_calls"] = [
+            {"name": tc.function.name, "arguments": tc.function.arguments} for tc in tool_calls
+        ]
+    return reply, in_tok, out_tok
+
+
+# -- the session in force -----------------------------------------------------------------
+_session: contextvars.ContextVar[Models | None] = contextvars.ContextVar(
+    "skynet_models", default=None
+)
+_global: Models | None = None
+_global_lock = threading.Lock()
+
+METRIC_MODEL_ENV = "SKYNET_METRIC_MODEL"
+
+
+def configure(
+    config: ModelsConfig | None = None, *, base_dir: Path | None = None, **fields: Any
+) -> Models:
+    """Set the process-wide model session (what llm() and the artifacts use) and return it.
+
+    Either pass a ModelsConfig, or its fields as keywords (task=..., reflection=..., ...).
+    """
+    global _global
+    if config is None:
+        config = ModelsConfig(**fields)
+    elif fields:
+        raise TypeError("pass a ModelsConfig or keyword fields, not both")
+    models = Models(config, base_dir=base_dir)
+    with _global_lock:
+        old, _global = _global, models
+    if old is not None:
+        old.close()
+    return models
+
+
+@contextlib.contextmanager
+def using(models: Models) -> Iterator[Models]:
+    """Use `models` in this context (thread / asyncio task) only."""
+    token = _session.set(models)
+    try:
+        yield models
+    finally:
+        _session.reset(token)
+
+
+def current(*, for_metric: bool = False) -> Models:
+    """The model session in force: using() > configure() > SKYNET_METRIC_MODEL (metric only).
+
+    Raises:
+        ConfigError: nothing is configured (the message says how to configure).
+    """
+    global _global
+    found = _session.get() or _global
+    if found is not None:
+        return found
+    env_model = os.environ.get(METRIC_MODEL_ENV, "").strip()
+    if for_metric and env_model:
+        with _global_lock:
+            if _global is None:
+                _global = Models(ModelsConfig(task=env_model, reflection=env_model, metric=env_model))
+            return _global
+    raise ConfigError(
+        "no model is configured: inside `skynet run` the models come from skynet.toml; in a "
+        f"plain script set {METRIC_MODEL_ENV} (e.g. {METRIC_MODEL_ENV}=local/smollm2, the "
+        "embedded model, no key needed) or call skynet.models.configure(metric=...)"
+    )

