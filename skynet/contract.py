@@ -105,7 +105,7 @@ def _is_score(value: Any) -> bool:
 
 
 def _why_not_score(value: Any) -> str:
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    if isinstance(value, bool) or type(value).__name__ in ("bool", "bool_"):
         return "a bool is not a score; return 1.0 or 0.0"
     if value is None:
         return "the score is None"
@@ -180,7 +180,7 @@ def validate_return(
         )
     for name, sub in raw_scores.items():
         if not isinstance(name, str):
-            raise fail(f'"scores" has a non-str key {name!r}', 'name every score with a str')
+            raise fail(f'"scores" has a non-str key {name!r}', "name every score with a str")
         if not _is_score(sub):
             raise fail(
                 f'"scores"["{name}"]: {_why_not_score(sub)}',
@@ -463,9 +463,7 @@ def load_metric(path: str | Path, *, limits: Limits | None = None) -> Metric:
             check=SIGNATURE,
         )
     if not callable(fn):
-        raise ContractError(
-            f"{p}: score is a {type(fn).__name__}, not a function", check=SIGNATURE
-        )
+        raise ContractError(f"{p}: score is a {type(fn).__name__}, not a function", check=SIGNATURE)
     spec = None
     if hasattr(module, "REWARD_SPEC"):
         spec = validate_spec(module.REWARD_SPEC, where=f"{p}: REWARD_SPEC")
@@ -604,4 +602,3 @@ def check_metric(metric: Metric, items: Iterable[Item], *, others: int = 3) -> C
     return CheckReport(
         items_checked=len(items), failures=tuple(failures), null_control_skipped=tuple(skipped)
     )
-

@@ -69,6 +69,7 @@ class Evaluation:
                 failure: BaseException | None = None
             except Exception as exc:  # the artifact's fault, recorded and survived
                 output, failure = None, exc
+        # The metric gets its own copy: whatever it does to it, the record is built from the meter.
         obs = meter.observation()
         if failure is not None:
             cause = str(failure) if isinstance(failure, ModelError) else repr(failure)
@@ -79,7 +80,7 @@ class Evaluation:
                 error_kind=TASK_ERROR,
                 traceback="".join(traceback.format_exception(failure)),
             )
-        with scoring(obs):
+        with scoring(meter.observation()):
             try:
                 verdict = self.metric(item.input, output, item.expected, item_id=item.id)
             except MetricError as exc:

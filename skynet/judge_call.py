@@ -39,7 +39,9 @@ def llm(
     """
     messages: list[dict[str, Any]] = [{"role": "system", "content": instructions}]
     if input is not None:
-        text = input if isinstance(input, str) else json.dumps(input, ensure_ascii=False, default=str)
+        text = (
+            input if isinstance(input, str) else json.dumps(input, ensure_ascii=False, default=str)
+        )
         messages.append({"role": "user", "content": text})
     reply = current(for_metric=True).complete(
         "metric",

@@ -16,7 +16,9 @@ import threading
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from time import perf_counter_ns as _clock_ns  # bound at import: later patches of time don't reach it
+from time import (
+    perf_counter_ns as _clock_ns,  # bound at import: later patches of time don't reach it
+)
 
 from skynet.errors import NotMeasuring
 

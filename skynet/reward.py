@@ -102,7 +102,9 @@ def validate_spec(spec: Any, where: str = "REWARD_SPEC") -> RewardSpec:
     total = float(sum(weights[name] for name in _COMPONENTS))
     if total <= 0:
         raise ConfigError(f"{where}['weights'] are all 0; give at least one a positive weight")
-    accuracy_ref = _positive_reference(spec, "accuracy", where, "the error at which accuracy is 0.5")
+    accuracy_ref = _positive_reference(
+        spec, "accuracy", where, "the error at which accuracy is 0.5"
+    )
     speed_ref = _positive_reference(spec, "speed", where, "milliseconds")
     cost_ref = _positive_reference(spec, "cost", where, "USD")
     if speed_ref is None and weights["speed"] > 0:

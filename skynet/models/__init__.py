@@ -4,8 +4,8 @@ embedded default model. See client.Models.complete for the path a call takes."""
 from skynet.models.client import (
     METRIC_MODEL_ENV,
     Models,
-    ModelSettings,
     ModelsConfig,
+    ModelSettings,
     Reply,
     RetryPolicy,
     configure,

@@ -15,7 +15,8 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from time import perf_counter_ns as _clock_ns, sleep as _sleep
+from time import perf_counter_ns as _clock_ns
+from time import sleep as _sleep
 from typing import Any
 
 from skynet.errors import ConfigError, ModelError
@@ -87,7 +88,7 @@ class ModelsConfig:
     """Which model serves each role, and how to reach each model.
 
     The embedded `local/smollm2` is the default for every role. `metric` empty means: the
-    reflection model.
+    reflection model. `cache_path` None keeps the call cache in memory for the session only.
     """
 
     task: str = EMBEDDED_MODEL
@@ -146,11 +147,16 @@ def _retry_after(exc: BaseException) -> float | None:
 
 
 def _transient(exc: BaseException) -> bool:
-    from skynet.models._litellm import litellm
+    from litellm import exceptions as errors
 
-    if isinstance(exc, (litellm.Timeout, litellm.APIConnectionError, litellm.RateLimitError)):
-        return True
-    if isinstance(exc, (litellm.InternalServerError, litellm.ServiceUnavailableError)):
+    transient = (
+        errors.Timeout,
+        errors.APIConnectionError,
+        errors.RateLimitError,
+        errors.InternalServerError,
+        errors.ServiceUnavailableError,
+    )
+    if isinstance(exc, transient):
         return True
     status = _status_of(exc)
     return status is not None and (status == 429 or status >= 500)
@@ -172,11 +178,12 @@ class Models:
         self._listeners: list[Callable[[CallRecord], None]] = []
         self._rng = random.Random(0)
         cache_path = self.config.cache_path
-        if cache_path is None:
-            self.cache: CallCache | None = None
+        if cache_path is None or str(cache_path) == ":memory:":
+            # Still a cache: llm()'s promise (one call, one verdict) must hold in every session.
+            self.cache = CallCache(":memory:")
         else:
             path = Path(cache_path)
-            if not path.is_absolute() and str(path) != ":memory:":
+            if not path.is_absolute():
                 path = (base_dir or Path.cwd()) / path
             self.cache = CallCache(path)
 
@@ -249,11 +256,12 @@ class Models:
         item_id = getattr(active_meter(), "item_id", None)
 
         looked_up = _clock_ns()
-        hit = self.cache.get(key) if self.cache is not None else None
+        hit = self.cache.get(key)
         if hit is not None:
             lookup_ns = _clock_ns() - looked_up
             return self._finish(role, name, hit, cached=True, lookup_ns=lookup_ns, item_id=item_id)
 
+        _prepare(name)
         settings = self.settings(name)
         gov = self.governor(name)
         attempts = 0
@@ -302,8 +310,7 @@ class Models:
             cost_usd=cost,
             elapsed_ns=elapsed_ns,
         )
-        if self.cache is not None:
-            self.cache.put(key, name, call)
+        self.cache.put(key, name, call)
         return self._finish(
             role,
             name,
@@ -319,10 +326,6 @@ class Models:
     ) -> Any:
         from skynet.models._litellm import litellm
 
-        if model.startswith("local/"):
-            from skynet.models import local
-
-            local.register()
         extra: dict[str, Any] = {}
         if s.api_base:
             extra["api_base"] = s.api_base
@@ -394,8 +397,19 @@ class Models:
         )
 
     def close(self) -> None:
-        if self.cache is not None:
-            self.cache.close()
+        self.cache.close()
+
+
+def _prepare(model: str) -> None:
+    """One-time set-up kept out of the measured time: litellm's warm-up, embedded weights."""
+    from skynet.models._litellm import warm
+
+    warm()
+    if model.startswith("local/"):
+        from skynet.models import local
+
+        local.register()
+        local.load(model.split("/", 1)[1])
 
 
 def _short(exc: BaseException, limit: int = 300) -> str:
@@ -473,7 +487,9 @@ def current(*, for_metric: bool = False) -> Models:
     if for_metric and env_model:
         with _global_lock:
             if _global is None:
-                _global = Models(ModelsConfig(task=env_model, reflection=env_model, metric=env_model))
+                _global = Models(
+                    ModelsConfig(task=env_model, reflection=env_model, metric=env_model)
+                )
             return _global
     raise ConfigError(
         "no model is configured: inside `skynet run` the models come from skynet.toml; in a "

@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from time import monotonic as _monotonic, sleep as _sleep
+from time import monotonic as _monotonic
+from time import sleep as _sleep
 
 __all__ = ["Governor"]
 

@@ -12,6 +12,7 @@ the next scripted step (a reply with usage, an error status with Retry-After, a 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -137,6 +138,12 @@ class ScriptedServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
+            def setup(self) -> None:
+                super().setup()
+                # Headers and body go out in two writes: without this, Nagle's algorithm and the
+                # client's delayed ACK add ~40 ms to every reply.
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 return
 
@@ -249,10 +256,10 @@ class ScriptedServer:
         """A skynet Models session whose every role uses this server as MODEL.
 
         Args:
-            cache_dir: where the call cache goes (None: no persistent cache).
+            cache_dir: where the call cache goes (None: in memory, for this session only).
             input_per_mtok, output_per_mtok: the declared price (None for both: unpriced).
         """
-        from skynet.models import Models, ModelSettings, ModelsConfig, Price, RetryPolicy
+        from skynet.models import Models, ModelsConfig, ModelSettings, Price, RetryPolicy
 
         price = (
             Price(input_per_mtok=input_per_mtok, output_per_mtok=output_per_mtok)

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Install Skynet (editable) with its dev tools, on a fresh machine.
+#
+# llama-cpp-python (which runs the embedded model) compiles llama.cpp from source: about six
+# minutes on two cores, once; pip caches the wheel. On x86-64 we build for AVX2 rather than the
+# machine's native instruction set: native builds on CPUs that report AMX (Sapphire Rapids and
+# later) crash inside llama.cpp's batched decode on virtual machines that do not enable AMX.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -z "${CMAKE_ARGS:-}" ] && [ "$(uname -m)" = "x86_64" ]; then
+  export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DLLAVA_BUILD=OFF"
+fi
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+
+python -m pip install --disable-pip-version-check -q -e '.[dev]'
