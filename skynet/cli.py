@@ -1,19 +1,243 @@
-"""The `skynet` command. Only this module turns SkynetError into exit codes and one-line messages."""
+"""The `skynet` command. Only this module turns errors into exit codes and one-line messages.
+
+Exit codes: 0 success; 2 a user error (bad config, data or metric), one line on stderr; 1 an
+internal fault or a model that kept failing; 130 interrupted.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
+from pathlib import Path
+from typing import Any
 
 from skynet import __version__
+from skynet.errors import ModelError, SkynetError
+
+EXIT_OK, EXIT_FAULT, EXIT_USER, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _project_dir(args: argparse.Namespace) -> Path:
+    base = Path(args.C).expanduser() if args.C else Path.cwd()
+    target = getattr(args, "dir", None)
+    return (base / target) if target else base
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    pairs = {
+        "budget.max_metric_calls": getattr(args, "max_metric_calls", None),
+        "budget.max_cost_usd": getattr(args, "max_cost_usd", None),
+        "budget.max_minutes": getattr(args, "max_minutes", None),
+        "engine.name": getattr(args, "engine", None),
+        "engine.seed": getattr(args, "seed", None),
+        "engine.concurrency": getattr(args, "concurrency", None),
+        "models.task": getattr(args, "task_model", None),
+        "models.reflection": getattr(args, "reflection_model", None),
+        "models.metric": getattr(args, "metric_model", None),
+    }
+    return {k: v for k, v in pairs.items() if v is not None}
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from skynet.starter import write_starter
+
+    target = _project_dir(args)
+    written = write_starter(target)
+    print(f"wrote a starter project in {target}: {', '.join(p.name for p in written)}")
+    print(f"next: skynet check {target}  then  skynet run {target}")
+    return EXIT_OK
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from skynet.models import configure
+    from skynet.runner import open_project, self_test
+
+    project = open_project(_project_dir(args), _overrides(args))
+    configure(project.config.models_config(), base_dir=project.dir)
+    ds = project.dataset
+    print(
+        f"config ok · data ok: {len(ds.train)} train / {len(ds.val)} val / {len(ds.test)} test "
+        f"items · prompt ok: {', '.join(project.artifact.components)} · metric loaded "
+        f"(score/{project.metric.arity})"
+    )
+    report = self_test(project)
+    print(report.summary())
+    return EXIT_OK if report.ok else EXIT_USER
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from skynet.runner import open_project, run
+    from skynet.runs.report import render_text, summarize
+
+    project = open_project(_project_dir(args), _overrides(args))
+    outcome = run(project, resume=args.resume)
+    store = project.open_store()
+    print(render_text(summarize(store, outcome.run_id)))
+    print(f"best candidate written to {outcome.best_path}")
+    return EXIT_OK
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from skynet.runs import RunStore
+
+    path = _project_dir(args) / ".skynet" / "runs.db"
+    if not path.exists():
+        print("no runs yet: skynet run starts one")
+        return EXIT_OK
+    rows = RunStore(path).list_runs()
+    print(f"{'run':<22} {'status':<9} {'engine':<9} {'best':<13} created")
+    for row in rows:
+        print(
+            f"{row.id:<22} {row.status:<9} {row.engine:<9} {row.best_candidate_id or '—':<13} {row.created}"
+        )
+    return EXIT_OK
+
+
+def _open_run(args: argparse.Namespace) -> tuple[Any, str]:
+    from skynet.errors import ConfigError
+    from skynet.runs import RunStore
+
+    path = _project_dir(args) / ".skynet" / "runs.db"
+    if not path.exists():
+        raise ConfigError(f"{path.parent}: no runs recorded here; skynet run starts one")
+    store = RunStore(path)
+    run_id = getattr(args, "run", None)
+    if not run_id:
+        latest = store.latest_run()
+        if latest is None:
+            raise ConfigError("no runs recorded yet; skynet run starts one")
+        run_id = latest.id
+    store.get_run(run_id)
+    return store, run_id
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from skynet.runs.report import render_html, render_text, summarize
+
+    store, run_id = _open_run(args)
+    summary = summarize(store, run_id)
+    print(render_text(summary))
+    if args.html:
+        target = Path(args.html)
+        target.write_text(render_html(summary), encoding="utf-8")
+        print(f"wrote {target}")
+    return EXIT_OK
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from skynet.artifacts.prompt import load_prompt
+    from skynet.errors import ConfigError
+    from skynet.runner import evaluate_candidate, open_project
+
+    project = open_project(_project_dir(args), _overrides(args))
+    store, run_id = _open_run(args)
+    row = store.get_run(run_id)
+    if args.candidate in ("best", "seed"):
+        wanted = row.best_candidate_id if args.candidate == "best" else row.seed_candidate_id
+        found = [c for c in store.candidates(run_id) if c.id == wanted]
+        if not found:
+            raise ConfigError(f"run {run_id} has no {args.candidate} candidate yet")
+        candidate = dict(found[0].content)
+        label = f"{args.candidate} ({wanted})"
+    else:
+        candidate = load_prompt(Path(args.candidate), project.config.data.inputs).components
+        label = args.candidate
+    results = evaluate_candidate(project, candidate, split=args.split, run_id=run_id)
+    scored = [r.score for r in results if r.ok and r.score is not None]
+    errors = sum(not r.ok for r in results)
+    mean = sum(scored) / len(scored) if scored else float("nan")
+    print(
+        f"{label} on {args.split}: mean score {mean:.3f} over {len(scored)} item(s)"
+        + (f", {errors} error(s)" if errors else "")
+        + f" · recorded in run {run_id}"
+    )
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="skynet",
+        description="Optimize prompts against one metric.py; every run recorded and reported.",
+    )
+    parser.add_argument("--version", action="version", version=f"skynet {__version__}")
+    parser.add_argument("-C", metavar="DIR", help="run as if started in DIR (like git -C)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def with_dir(p: argparse.ArgumentParser) -> None:
+        p.add_argument("dir", nargs="?", help="the project folder (default: the current one)")
+
+    def with_models(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--task-model", help="models.task")
+        p.add_argument("--reflection-model", help="models.reflection")
+        p.add_argument("--metric-model", help="models.metric")
+
+    p = sub.add_parser("init", help="write a starter project that `skynet run` runs as it is")
+    with_dir(p)
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("check", help="check config, data, prompt and metric; self-test the metric")
+    with_dir(p)
+    with_models(p)
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("run", help="optimize the artifact")
+    with_dir(p)
+    with_models(p)
+    p.add_argument(
+        "--resume", metavar="RUN", help="continue a stopped run; nothing recorded is paid twice"
+    )
+    p.add_argument("--max-metric-calls", type=int, help="budget.max_metric_calls")
+    p.add_argument("--max-cost-usd", type=float, help="budget.max_cost_usd")
+    p.add_argument("--max-minutes", type=float, help="budget.max_minutes")
+    p.add_argument("--engine", help="engine.name: gepa | auto")
+    p.add_argument("--seed", type=int, help="engine.seed")
+    p.add_argument("--concurrency", type=int, help="engine.concurrency")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("runs", help="list the runs of the project")
+    with_dir(p)
+    p.set_defaults(func=cmd_runs)
+
+    p = sub.add_parser("show", help="report a run (default: the latest)")
+    p.add_argument("run", nargs="?", help="the run id (default: the latest)")
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("eval", help="score a candidate on a split and record it")
+    with_dir(p)
+    with_models(p)
+    p.add_argument("--candidate", default="best", help="best | seed | a prompt file")
+    p.add_argument("--split", default="test", choices=["train", "val", "test"])
+    p.add_argument("--run", help="the run to record into (default: the latest)")
+    p.set_defaults(func=cmd_eval)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="skynet", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"skynet {__version__}")
-    parser.parse_args(argv)
-    parser.print_help()
-    return 0
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except ModelError as exc:
+        print(f"skynet: model error: {exc}", file=sys.stderr)
+        return EXIT_FAULT
+    except SkynetError as exc:
+        first, *rest = str(exc).splitlines() or [""]
+        print(f"skynet: error: {first}", file=sys.stderr)
+        for line in rest:
+            print(f"  {line}", file=sys.stderr)
+        return EXIT_USER
+    except Exception:
+        print(
+            "skynet: internal error (a bug in skynet; please report it with this traceback):",
+            file=sys.stderr,
+        )
+        traceback.print_exc()
+        return EXIT_FAULT
 
 
 if __name__ == "__main__":

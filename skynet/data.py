@@ -1,11 +1,31 @@
-"""Datasets and splits. This module holds the dataset item; loaders and splits build on it."""
+"""Datasets and splits: read the rows skynet.toml names, check every one, split them.
+
+A bad row is a DatasetError naming file, line and column; nothing is dropped silently. A seeded
+split hashes each item's id, so adding rows never moves an existing item to another split.
+"""
 
 from __future__ import annotations
 
+import csv
+import hashlib
+import io
+import json
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Item"]
+from skynet.errors import ConfigError, DatasetError
+
+if TYPE_CHECKING:
+    from skynet.config import Config, SplitConfig
+
+__all__ = ["SPLITS", "Dataset", "Item", "load_dataset"]
+
+SPLITS = ("train", "val", "test")
+
+_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".json": "json"}
+_HASH_VERSION = "skynet-dataset-v1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,3 +41,395 @@ class Item:
     id: str
     input: dict[str, Any] = field(default_factory=dict)
     expected: dict[str, Any] | None = None
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+@dataclass(frozen=True, slots=True)
+class Dataset:
+    """The items of one run, split three ways.
+
+    Attributes:
+        train: items that feed reflection.
+        val: items that select candidates.
+        test: items touched only by `skynet eval`.
+        hash: sha256 over every item (id, input, expected) with its split, in order; any change
+            to the data or the split changes it.
+    """
+
+    train: tuple[Item, ...]
+    val: tuple[Item, ...]
+    test: tuple[Item, ...] = ()
+    hash: str = field(init=False)
+    _split_by_id: Mapping[str, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        split_by_id: dict[str, str] = {}
+        for split in SPLITS:
+            items = tuple(getattr(self, split))
+            object.__setattr__(self, split, items)
+            for item in items:
+                if item.id in split_by_id:
+                    raise DatasetError(
+                        f"item id '{item.id}' is in both {split_by_id[item.id]} and {split}; "
+                        "give every item its own id"
+                    )
+                split_by_id[item.id] = split
+        payload = [_HASH_VERSION] + [
+            [split, item.id, item.input, item.expected]
+            for split in SPLITS
+            for item in getattr(self, split)
+        ]
+        object.__setattr__(self, "_split_by_id", split_by_id)
+        object.__setattr__(
+            self, "hash", hashlib.sha256(_canonical(payload).encode("utf-8")).hexdigest()
+        )
+
+    def split_of(self, item_id: str) -> str:
+        """The split ("train", "val" or "test") holding `item_id`.
+
+        Raises:
+            DatasetError: no item has that id.
+        """
+        try:
+            return self._split_by_id[item_id]
+        except KeyError:
+            raise DatasetError(
+                f"item '{item_id}' is not in this dataset ({len(self._split_by_id)} items); "
+                "was the data file changed since the run was recorded?"
+            ) from None
+
+
+def load_dataset(config: Config) -> Dataset:
+    """Read and split the items skynet.toml's [data] section names.
+
+    Args:
+        config: the project's config; paths resolve against config.project_dir.
+
+    Returns:
+        The Dataset, split by a split column, by separate files, or by seeded fractions.
+
+    Raises:
+        DatasetError: a file is missing, unreadable, of an unknown type, or holds a bad row
+            (the message names file, line and column).
+        ConfigError: the train or val split came out empty.
+    """
+    data = config.data
+    base = config.project_dir
+    splits: dict[str, list[Item]] = {split: [] for split in SPLITS}
+    seen: dict[str, str] = {}
+    if data.path is not None:
+        file = _resolve(base, data.path)
+        rows = list(_read(file, base, "data.path"))
+        id_column = _id_column(rows, data.id_column)
+        items = [(row, _item(row, data.inputs, data.outputs, id_column)) for row in rows]
+        _check_unique(items, seen, content_ids=id_column is None)
+        if data.split_column is not None:
+            for row, item in items:
+                splits[_split_from_column(row, data.split_column)].append(item)
+        else:
+            fractions = data.split or _default_split()
+            for _, item in items:
+                split = _split_by_fraction(
+                    item.id, fractions.seed, fractions.train, fractions.val, fractions.test
+                )
+                splits[split].append(item)
+        _require_nonempty(splits, _display(file, base), len(items), config)
+    else:
+        for split in SPLITS:
+            name = getattr(data, split)
+            if name is None:
+                continue
+            file = _resolve(base, name)
+            rows = list(_read(file, base, f"data.{split}"))
+            id_column = _id_column(rows, data.id_column)
+            items = [(row, _item(row, data.inputs, data.outputs, id_column)) for row in rows]
+            _check_unique(items, seen, content_ids=id_column is None)
+            splits[split] = [item for _, item in items]
+            if split in ("train", "val") and not items:
+                raise ConfigError(
+                    f"{_display(file, base)}: the {split} file (data.{split}) has no items; "
+                    f"add rows to it — the {split} split cannot be empty"
+                )
+    return Dataset(
+        train=tuple(splits["train"]), val=tuple(splits["val"]), test=tuple(splits["test"])
+    )
+
+
+# -- reading rows --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    where: str  # "data.jsonl:3" or "data.json[2]"
+    values: dict[str, Any]
+    absent: tuple[str, ...] = ()  # CSV: header columns the row has no field for
+    extra: tuple[str, ...] = ()  # CSV: fields beyond the header's columns
+
+
+def _resolve(base: Path, name: str) -> Path:
+    path = Path(name)
+    return path if path.is_absolute() else base / path
+
+
+def _display(file: Path, base: Path) -> str:
+    try:
+        return str(file.relative_to(base))
+    except ValueError:
+        return str(file)
+
+
+def _read(file: Path, base: Path, key: str) -> Iterator[_Row]:
+    shown = _display(file, base)
+    kind = _FORMATS.get(file.suffix.lower())
+    if kind is None:
+        raise DatasetError(
+            f"{shown}: unknown file type '{file.suffix or '(none)'}' ({key} in skynet.toml); "
+            "use a .jsonl, .ndjson, .csv or .json file"
+        )
+    text = _text(file, shown, key)
+    if kind == "jsonl":
+        return _read_jsonl(text, shown)
+    if kind == "csv":
+        return _read_csv(text, shown)
+    return _read_json(text, shown)
+
+
+def _text(file: Path, shown: str, key: str) -> str:
+    try:
+        raw = file.read_bytes()
+    except FileNotFoundError:
+        raise DatasetError(
+            f"{shown}: file not found ({key} in skynet.toml, relative to {file.parent}); "
+            "fix the path or create the file"
+        ) from None
+    except OSError as exc:
+        raise DatasetError(f"{shown}: cannot read it ({exc.strerror}); check {key}") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise DatasetError(
+            f"{shown}:{line}: not UTF-8 text (byte {exc.start}); save the file as UTF-8"
+        ) from None
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    return "number"
+
+
+def _read_jsonl(text: str, shown: str) -> Iterator[_Row]:
+    # Split on "\n" only: str.splitlines() would also split at U+2028, legal inside JSON strings.
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue  # a blank line holds no row
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(
+                f"{shown}:{number}: column {exc.colno}: not valid JSON ({exc.msg}); each line must "
+                'be one JSON object, e.g. {"text": "...", "label": "..."}'
+            ) from None
+        if not isinstance(value, dict):
+            raise DatasetError(
+                f"{shown}:{number}: the row is a JSON {_kind(value)}, not an object; each line "
+                'must be one JSON object, e.g. {"text": "...", "label": "..."}'
+            )
+        yield _Row(f"{shown}:{number}", value)
+
+
+def _read_json(text: str, shown: str) -> Iterator[_Row]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DatasetError(
+            f"{shown}:{exc.lineno}: column {exc.colno}: not valid JSON ({exc.msg}); fix the file"
+        ) from None
+    if not isinstance(value, list):
+        found = "an object" if isinstance(value, dict) else f"a {_kind(value)}"
+        raise DatasetError(
+            f"{shown}: the file holds {found}, not a list; a .json dataset is a list of objects "
+            '[{"text": ..., "label": ...}, ...] (or use .jsonl, one object per line)'
+        )
+    for index, row in enumerate(value):
+        if not isinstance(row, dict):
+            raise DatasetError(
+                f"{shown}[{index}]: the item is a JSON {_kind(row)}, not an object; every item of "
+                'the list must be an object like {"text": ..., "label": ...}'
+            )
+        yield _Row(f"{shown}[{index}]", row)
+
+
+def _read_csv(text: str, shown: str) -> Iterator[_Row]:
+    # DictReader skips blank lines (they hold no row); a short row gets None for the columns it
+    # lacks and a long row puts its surplus under the None key: both are errors, not padding.
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        header = reader.fieldnames
+        if header is None:
+            return
+        seen: set[str] = set()
+        for name in header:
+            if name in seen and name:
+                raise DatasetError(
+                    f"{shown}:{reader.line_num}: column '{name}' appears twice in the header; "
+                    "rename one"
+                )
+            seen.add(name)
+        for record in reader:
+            extra = tuple(record.pop(None, None) or ())
+            values = {name: value for name, value in record.items() if value is not None}
+            absent = tuple(name for name in header if record.get(name) is None)
+            fields = [*values.values(), *extra]
+            # line_num is where the row ends; quoted newlines inside it move its start back.
+            start = reader.line_num - sum(value.count("\n") for value in fields)
+            yield _Row(f"{shown}:{start}", values, absent=absent, extra=extra)
+    except csv.Error as exc:
+        raise DatasetError(
+            f"{shown}:{reader.line_num}: not valid CSV ({exc}); fix the quoting on that line"
+        ) from None
+
+
+# -- rows to items -------------------------------------------------------------------------------
+
+
+def _id_column(rows: Iterable[_Row], configured: str | None) -> str | None:
+    if configured is not None:
+        return configured
+    # Without data.id_column, an "id" column is the id wherever a file has one.
+    return "id" if any("id" in row.values for row in rows) else None
+
+
+def _check_shape(row: _Row) -> None:
+    header = len(row.values) + len(row.absent)
+    if row.absent:
+        raise DatasetError(
+            f"{row.where}: column '{row.absent[0]}' is missing: the row has "
+            f"{len(row.values)} fields, the header has {header}; give every row {header} "
+            "fields (an empty value is two commas in a row)"
+        )
+    if row.extra:
+        raise DatasetError(
+            f"{row.where}: column {header + 1} ({_shown(row.extra[0])}) is beyond the header: the "
+            f"row has {header + len(row.extra)} fields, the header has {header}; quote values "
+            'that hold commas ("a, b")'
+        )
+
+
+def _value(row: _Row, column: str, role: str) -> Any:
+    if column not in row.values:
+        have = ", ".join(f"'{name}'" for name in row.values) or "none"
+        raise DatasetError(
+            f"{row.where}: column '{column}' is missing (named in {role} in skynet.toml); "
+            f"the row has columns {have}. Add it to the row, or fix {role}"
+        )
+    return row.values[column]
+
+
+def _content_id(item_input: dict[str, Any], expected: dict[str, Any]) -> str:
+    text = _canonical({"input": item_input, "expected": expected})
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def _item(row: _Row, inputs: list[str], outputs: list[str], id_column: str | None) -> Item:
+    _check_shape(row)
+    item_input = {column: _value(row, column, "data.inputs") for column in inputs}
+    expected = {column: _value(row, column, "data.outputs") for column in outputs}
+    if id_column is None:
+        return Item(id=_content_id(item_input, expected), input=item_input, expected=expected)
+    value = _value(row, id_column, "data.id_column")
+    if isinstance(value, (dict, list)) or value is None or str(value).strip() == "":
+        raise DatasetError(
+            f"{row.where}: column '{id_column}': the id is {_shown(value)}; every row needs a "
+            "non-empty string or number as its id"
+        )
+    return Item(id=str(value), input=item_input, expected=expected)
+
+
+def _shown(value: Any) -> str:
+    text = _canonical(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _check_unique(
+    items: list[tuple[_Row, Item]], seen: dict[str, str], *, content_ids: bool
+) -> None:
+    for row, item in items:
+        first = seen.get(item.id)
+        if first is not None:
+            if content_ids:
+                raise DatasetError(
+                    f"{row.where}: the same input and expected values as {first} (content id "
+                    f"'{item.id}'); remove the duplicate row, or add an 'id' column"
+                )
+            raise DatasetError(
+                f"{row.where}: duplicate id '{item.id}' (first at {first}); give every row its "
+                "own id"
+            )
+        seen[item.id] = row.where
+
+
+# -- splits --------------------------------------------------------------------------------------
+
+
+def _split_from_column(row: _Row, column: str) -> str:
+    value = _value(row, column, "data.split_column")
+    if not isinstance(value, str) or value not in SPLITS:
+        raise DatasetError(
+            f"{row.where}: column '{column}': split {_shown(value)} is not one of "
+            '"train", "val" or "test"; set it to one of those'
+        )
+    return value
+
+
+def _split_by_fraction(item_id: str, seed: int, train: float, val: float, test: float) -> str:
+    # The split depends on this item's id alone, so adding rows never moves another item.
+    digest = hashlib.sha256(f"{seed}:{item_id}".encode()).digest()
+    point = int.from_bytes(digest[:8], "big") / 2**64  # uniform in [0, 1)
+    if point < train:
+        return "train"
+    # With test = 0, rounding in train + val must not push an item into test.
+    if point < train + val or test <= 0:
+        return "val"
+    return "test"
+
+
+def _items(count: int) -> str:
+    return f"{count} item" if count == 1 else f"{count} items"
+
+
+def _default_split() -> SplitConfig:
+    from skynet.config import SplitConfig
+
+    return SplitConfig()
+
+
+def _require_nonempty(
+    splits: dict[str, list[Item]], shown: str, count: int, config: Config
+) -> None:
+    data = config.data
+    for split in ("train", "val"):
+        if splits[split]:
+            continue
+        if data.split_column is not None:
+            raise ConfigError(
+                f'{shown}: {_items(count)}, none with {data.split_column} = "{split}"; the {split} '
+                f"split cannot be empty: mark some rows \"{split}\" in column '{data.split_column}'"
+            )
+        fractions = data.split or _default_split()
+        raise ConfigError(
+            f"{shown}: {_items(count)}, and the seeded split (train {fractions.train:g}, val "
+            f"{fractions.val:g}, test {fractions.test:g}, seed {fractions.seed}) left the {split} "
+            f"split empty; add rows (a few dozen at least) or raise data.split.{split} in "
+            "skynet.toml"
+        )

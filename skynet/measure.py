@@ -65,7 +65,7 @@ class CallFigures:
     cost_usd: float | None
     cached: bool
     lookup_ns: int = 0  # time actually spent serving a cached call
-    queued_ns: int = 0  # time spent waiting for a slot in the governor (not the model's time)
+    excluded_ns: int = 0  # one-time set-up and waiting for a governor slot: not the model's time
 
 
 class Meter:
@@ -83,7 +83,8 @@ class Meter:
         self._unpriced: set[str] = set()
         self._cached = 0
         # A cached call takes ~0 ms now but cost real time when first made: count that time.
-        # Waiting for a governor slot is not the artifact's time: leave it out.
+        # One-time set-up (weights, warm-up) and waiting for a governor slot are not the
+        # artifact's time: leave them out.
         self._adjust_ns = 0
 
     def start(self) -> None:
@@ -102,7 +103,7 @@ class Meter:
                 self._unpriced.add(call.model)
             else:
                 self._cost += call.cost_usd
-            self._adjust_ns -= call.queued_ns
+            self._adjust_ns -= call.excluded_ns
             if call.cached:
                 self._cached += 1
                 self._adjust_ns += call.elapsed_ns - call.lookup_ns

@@ -165,13 +165,15 @@ def reward(spec: Any, accuracy: float, feedback: str = "") -> tuple[float, dict[
         )
     else:
         speed = rs.speed_reference_ms / (rs.speed_reference_ms + max(0.0, obs.elapsed_ms))
-        notes.append(f"time {obs.elapsed_ms:.0f} ms (reference {rs.speed_reference_ms:g} ms)")
+        reference = f" (reference {rs.speed_reference_ms:g} ms)" if rs.speed_weight else ""
+        notes.append(f"time {obs.elapsed_ms:.0f} ms{reference}")
         if obs.cost_usd is None:
             cost = 0.0
             notes.append(f"cost not measurable (component set to 0): {obs.cost_note}")
         else:
             cost = rs.cost_reference_usd / (rs.cost_reference_usd + max(0.0, obs.cost_usd))
-            notes.append(f"cost ${obs.cost_usd:.6f} (reference ${rs.cost_reference_usd:g})")
+            reference = f" (reference ${rs.cost_reference_usd:g})" if rs.cost_weight else ""
+            notes.append(f"cost ${obs.cost_usd:.6f}{reference}")
 
     value = rs.accuracy_weight * acc + rs.speed_weight * speed + rs.cost_weight * cost
     text = feedback.rstrip()

@@ -261,7 +261,9 @@ class Models:
             lookup_ns = _clock_ns() - looked_up
             return self._finish(role, name, hit, cached=True, lookup_ns=lookup_ns, item_id=item_id)
 
-        _prepare(name)
+        prepared = _clock_ns()
+        _prepare(name)  # one-time set-up: not the model's time, so not the item's either
+        setup_ns = _clock_ns() - prepared
         settings = self.settings(name)
         gov = self.governor(name)
         attempts = 0
@@ -318,7 +320,7 @@ class Models:
             cached=False,
             attempts=attempts,
             item_id=item_id,
-            queued_ns=int(waited_s * 1e9),
+            excluded_ns=setup_ns + int(waited_s * 1e9),
         )
 
     def _call_litellm(
@@ -352,7 +354,7 @@ class Models:
         lookup_ns: int = 0,
         attempts: int = 1,
         item_id: str | None = None,
-        queued_ns: int = 0,
+        excluded_ns: int = 0,
     ) -> Reply:
         cost_note = "" if call.cost_usd is not None else f"no known price for {model}"
         self._record(
@@ -379,7 +381,7 @@ class Models:
                     cost_usd=call.cost_usd,
                     cached=cached,
                     lookup_ns=lookup_ns,
-                    queued_ns=queued_ns,
+                    excluded_ns=excluded_ns,
                 )
             )
         return Reply(
@@ -487,9 +489,7 @@ def current(*, for_metric: bool = False) -> Models:
     if for_metric and env_model:
         with _global_lock:
             if _global is None:
-                _global = Models(
-                    ModelsConfig(task=env_model, reflection=env_model, metric=env_model)
-                )
+                _global = Models(ModelsConfig(metric=env_model))
             return _global
     raise ConfigError(
         "no model is configured: inside `skynet run` the models come from skynet.toml; in a "

@@ -1,0 +1,171 @@
+"""The GEPA engine: skynet's Evaluation driven by `gepa.optimize_anything`.
+
+The evaluator hands GEPA (score, side_info) with the metric's feedback, named scores, the input,
+the output and the expected output, so the reflection model reads why an output was wrong.
+Reflection calls go through skynet's models (cached, governed, costed in the reflection ledger).
+
+Small reflection models (the embedded SmolLM2-135M) often answer with an empty code fence or the
+same text back. Each such reply is recorded as a failed proposal and asked again with a new draw;
+after three misses GEPA is handed the parent's text, which its minibatch check rejects at no model
+cost (the parent's results are replayed from the run records).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from skynet.data import Item
+from skynet.engine import Candidate, EngineContext, EngineOutcome
+
+__all__ = ["GepaEngine", "REFLECTION_TEMPLATE", "reflection_template"]
+
+# Short and plain on purpose: it must work for a 135M-parameter model as well as a large one.
+REFLECTION_TEMPLATE = """You improve an instruction given to an AI assistant.
+
+Current instruction:
+```
+<curr_param>
+```
+
+How the assistant did on some examples, with feedback on each:
+```
+<side_info>
+```
+
+Write a better instruction that fixes the problems the feedback describes. Reply with the new instruction only, inside ``` fences."""
+
+
+def reflection_template(objective: str = "", background: str = "") -> str:
+    """The template with the run's objective and background (GEPA takes a template or those)."""
+    extra = ""
+    if objective.strip():
+        extra += f"\nThe goal: {objective.strip()}\n"
+    if background.strip():
+        extra += f"\nWhat to know: {background.strip()}\n"
+    if not extra:
+        return REFLECTION_TEMPLATE
+    head, tail = REFLECTION_TEMPLATE.split("\n\nCurrent instruction:", 1)
+    return f"{head}\n{extra}\nCurrent instruction:{tail}"
+
+
+_CURRENT = re.compile(r"Current instruction:\n```\n(.*?)\n```\n\nHow the assistant did", re.S)
+_DRAWS = 3
+
+
+def _extract(reply: str) -> str:
+    from gepa.strategies.instruction_proposal import InstructionProposalSignature
+
+    return InstructionProposalSignature.output_extractor(reply)["new_instruction"]
+
+
+class _Reflector:
+    """GEPA's LanguageModel: prompt in, reply out, with failed proposals recorded and redrawn."""
+
+    def __init__(self, ctx: EngineContext) -> None:
+        self.ctx = ctx
+        self.total_cost = 0.0  # GEPA reads this; skynet keeps the real ledger
+
+    def __call__(self, prompt: str | list[dict[str, Any]]) -> str:
+        text = (
+            prompt
+            if isinstance(prompt, str)
+            else "\n\n".join(str(m.get("content", "")) for m in prompt)
+        )
+        found = _CURRENT.search(text)
+        current = found.group(1).strip() if found else ""
+        for draw in range(_DRAWS):
+            reply = self.ctx.reflect(text, draw)
+            proposal = _extract(reply).strip()
+            if not proposal:
+                self.ctx.record_proposal(
+                    status="empty", detail=f"draw {draw}: the reply held no new text", text=reply
+                )
+            elif proposal == current:
+                self.ctx.record_proposal(
+                    status="unchanged",
+                    detail=f"draw {draw}: the reply repeated the text",
+                    text=reply,
+                )
+            else:
+                self.ctx.record_proposal(status="proposed", detail=f"draw {draw}", text=proposal)
+                return f"```\n{proposal}\n```"
+        self.ctx.log(f"reflection gave no usable proposal in {_DRAWS} draws; keeping the parent")
+        return f"```\n{current}\n```"
+
+
+class _BudgetStopper:
+    """GEPA's stop callback: True once the run's money or time budget is spent."""
+
+    def __init__(self, ctx: EngineContext) -> None:
+        self.ctx = ctx
+
+    def __call__(self, gepa_state: Any) -> bool:
+        return self.ctx.should_stop()
+
+
+class GepaEngine:
+    """`gepa.optimize_anything` over skynet's Evaluation."""
+
+    name = "gepa"
+
+    def min_metric_calls(self, ctx: EngineContext) -> int:
+        # The seed on the whole val set, then one reflection step: parent and child on a minibatch.
+        return len(ctx.val) + 2 * min(ctx.minibatch_size, len(ctx.train))
+
+    def optimize(self, ctx: EngineContext) -> EngineOutcome:
+        from gepa.optimize_anything import (
+            EngineConfig,
+            GEPAConfig,
+            ReflectionConfig,
+            optimize_anything,
+        )
+
+        def evaluator(candidate: Candidate, example: Item) -> tuple[float, dict[str, Any]]:
+            result = ctx.evaluate(dict(candidate), example)
+            side: dict[str, Any] = {"Input": example.input, "Expected": example.expected}
+            if result.ok:
+                side["Output"] = result.output
+                side["Feedback"] = result.feedback
+                if result.scores:
+                    side["scores"] = dict(result.scores)
+                side.update({k: v for k, v in result.extra.items() if k not in side})
+                return float(result.score or 0.0), side
+            # An error is not a wrong answer; GEPA needs a number, the records keep the error.
+            side["Error"] = result.error
+            side["Feedback"] = f"This example failed with an error: {result.error}"
+            return 0.0, side
+
+        config = GEPAConfig(
+            engine=EngineConfig(
+                seed=ctx.seed,
+                max_metric_calls=ctx.max_metric_calls,
+                parallel=ctx.concurrency > 1,
+                max_workers=ctx.concurrency,
+                raise_on_exception=True,
+                track_best_outputs=False,
+                display_progress_bar=False,
+                capture_stdio=False,
+            ),
+            reflection=ReflectionConfig(
+                reflection_lm=_Reflector(ctx),
+                reflection_minibatch_size=min(ctx.minibatch_size, len(ctx.train)),
+                reflection_prompt_template=reflection_template(ctx.objective, ctx.background),
+            ),
+            stop_callbacks=[_BudgetStopper(ctx)],
+        )
+        result = optimize_anything(
+            seed_candidate=dict(ctx.seed_candidate),
+            evaluator=evaluator,
+            dataset=list(ctx.train),
+            valset=list(ctx.val),
+            config=config,
+        )
+        candidates = [dict(c) for c in result.candidates]
+        return EngineOutcome(
+            best_candidate=dict(result.best_candidate),  # type: ignore[arg-type]
+            candidates=candidates,
+            parents=[list(p) for p in result.parents],
+            val_scores=[float(s) for s in result.val_aggregate_scores],
+            metric_calls=int(result.total_metric_calls or 0),
+        )

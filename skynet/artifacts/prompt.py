@@ -1,0 +1,147 @@
+"""The prompt artifact: named texts being optimized, and a user-message template.
+
+prompt.md is split into sections by marker lines `=== name ===`. The section named `user` is the
+user-message template, with `{column}` placeholders for the item's input columns (write `{{` and
+`}}` for literal braces); it is not optimized. Every other section is a component being optimized,
+in file order; together they form one candidate dict and make up the system message.
+
+    === instructions ===
+    Answer the question about capital cities in one short sentence.
+    === user ===
+    What is the capital of {country}?
+
+A file with no marker line is one component, `instructions`, and the user template lists the input
+columns as `name: {name}` lines.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from skynet.errors import ConfigError
+
+__all__ = ["PromptArtifact", "load_prompt", "render_prompt"]
+
+_MARKER = re.compile(r"^===\s*([A-Za-z_][A-Za-z0-9_\-]*)\s*===\s*$")
+USER = "user"
+
+
+@dataclass(frozen=True, slots=True)
+class PromptArtifact:
+    """A loaded prompt.
+
+    Attributes:
+        components: the seed candidate: component name -> text, in file order.
+        user_template: the user-message template.
+        path: where it was read from.
+    """
+
+    components: dict[str, str]
+    user_template: str
+    path: Path | None = None
+
+    def messages(self, candidate: dict[str, str], input: dict[str, Any]) -> list[dict[str, str]]:
+        """The chat messages for one item under `candidate` (a dict with the same components)."""
+        system = "\n\n".join(
+            candidate[name].strip() for name in self.components if name in candidate
+        )
+        user = self.user_template.format_map(_Columns(input))
+        messages = [{"role": "system", "content": system}] if system.strip() else []
+        messages.append({"role": "user", "content": user})
+        return messages
+
+
+class _Columns(dict):
+    def __missing__(self, key: str) -> str:  # checked at load; kept for safety
+        raise KeyError(key)
+
+
+def _placeholders(template: str) -> list[str]:
+    names = []
+    for _, field, _, _ in string.Formatter().parse(template):
+        if field is not None:
+            names.append(field)
+    return names
+
+
+def load_prompt(path: Path, inputs: Sequence[str]) -> PromptArtifact:
+    """Read prompt.md and check its placeholders against the input columns.
+
+    Raises:
+        ConfigError: the file is missing or empty, a section is repeated, or a placeholder names
+            no input column (the message names file, line and the known columns).
+    """
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such prompt file; set [artifact] path in skynet.toml")
+    text = path.read_text(encoding="utf-8")
+    sections: dict[str, list[str]] = {}
+    starts: dict[str, int] = {}
+    current: str | None = None
+    preamble: list[str] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        marker = _MARKER.match(line)
+        if marker:
+            name: str = marker.group(1)
+            if name in sections:
+                raise ConfigError(
+                    f"{path}:{lineno}: section '{name}' appears twice (first at line "
+                    f"{starts[name]}); give each section its own name"
+                )
+            sections[name], starts[name] = [], lineno
+            current = name
+        elif current is None:
+            preamble.append(line)
+        else:
+            sections[current].append(line)
+    if not sections:
+        body = text.strip()
+        if not body:
+            raise ConfigError(f"{path}: the prompt is empty; write the instructions to optimize")
+        components = {"instructions": body}
+        template = "\n".join(f"{name}: {{{name}}}" for name in inputs)
+        template_line = 0
+    else:
+        if "".join(preamble).strip():
+            raise ConfigError(
+                f"{path}:1: text before the first '=== name ===' line belongs to no section; "
+                "start the file with a marker such as '=== instructions ==='"
+            )
+        user_lines = sections.pop(USER, None)
+        if user_lines is None:
+            template = "\n".join(f"{name}: {{{name}}}" for name in inputs)
+            template_line = 0
+        else:
+            template = "\n".join(user_lines).strip()
+            template_line = starts[USER]
+        components = {name: "\n".join(lines).strip() for name, lines in sections.items()}
+        if not components:
+            raise ConfigError(
+                f"{path}: only a '{USER}' section; add a section to optimize, e.g. "
+                "'=== instructions ==='"
+            )
+    try:
+        names = _placeholders(template)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{path}:{template_line}: the user template is not a valid format string ({exc}); "
+            "write {{ and }} for literal braces"
+        ) from None
+    unknown = [n for n in names if n not in inputs]
+    if unknown:
+        raise ConfigError(
+            f"{path}:{template_line}: placeholder {{{unknown[0]}}} names no input column; the "
+            f"input columns are {', '.join(inputs) or '(none)'} ([data] inputs in skynet.toml)"
+        )
+    return PromptArtifact(components=components, user_template=template, path=path)
+
+
+def render_prompt(artifact: PromptArtifact, candidate: dict[str, str]) -> str:
+    """prompt.md text for `candidate`, in the same format the artifact was read from."""
+    parts = [f"=== {name} ===\n{candidate.get(name, '').strip()}\n" for name in artifact.components]
+    parts.append(f"=== {USER} ===\n{artifact.user_template}\n")
+    return "".join(parts)

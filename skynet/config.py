@@ -1,0 +1,665 @@
+"""skynet.toml: read it, apply command-line overrides, validate it, build runtime settings.
+
+Every problem is a ConfigError naming the file (or the override), the dotted key, what was wrong
+and the fix. A pydantic ValidationError never leaves this module.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import inspect
+import json
+import math
+import os
+import re
+import sys
+import types
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+
+from skynet.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+if TYPE_CHECKING:
+    from skynet.models import ModelsConfig
+
+__all__ = [
+    "CONFIG_FILE",
+    "ArtifactConfig",
+    "BudgetConfig",
+    "Config",
+    "DataConfig",
+    "EndpointConfig",
+    "EngineConfig",
+    "MetricConfig",
+    "ModelsSection",
+    "PriceConfig",
+    "SplitConfig",
+    "load_config",
+]
+
+CONFIG_FILE = "skynet.toml"
+
+# Fractions are compared with this slack: 0.7 + 0.2 + 0.1 is not exactly 1.0 in binary.
+_SUM_TOLERANCE = 1e-6
+_DEFAULT_SPLIT = {"train": 0.5, "val": 0.3, "test": 0.2}
+_ARTIFACT_PATHS = {"prompt": "prompt.md", "dspy": "program.py", "code": "code.py"}
+# A dotted key's segments: "quoted" (may hold dots) or bare.
+_SEGMENT = re.compile(r'"([^"]*)"|([^."]+)')
+_BARE = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _not_bool(value: Any) -> Any:
+    # pydantic's lax mode reads True as 1; in a config file that is always a mistake.
+    if isinstance(value, bool):
+        raise ValueError("expected a number, got a boolean")
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_not_bool)]
+Float = Annotated[float, BeforeValidator(_not_bool), Field(allow_inf_nan=False)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SplitConfig(_Section):
+    """Seeded split by fractions. Fractions left out count as 0 once any fraction is given."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    train: Float = Field(default=0.5, ge=0, description="a fraction between 0 and 1, e.g. 0.5")
+    val: Float = Field(default=0.3, ge=0, description="a fraction between 0 and 1, e.g. 0.3")
+    test: Float = Field(default=0.2, ge=0, description="a fraction between 0 and 1, e.g. 0.2")
+    seed: Int = Field(
+        default=0, description="an integer; it decides which items land in which split"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fractions_left_out(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and any(name in data for name in _DEFAULT_SPLIT):
+            return {**{name: 0.0 for name in _DEFAULT_SPLIT}, **data}
+        return data
+
+    @model_validator(mode="after")
+    def _sums_to_one(self) -> SplitConfig:
+        total = self.train + self.val + self.test
+        if not math.isclose(total, 1.0, rel_tol=0.0, abs_tol=_SUM_TOLERANCE):
+            raise ValueError(
+                f"fractions train {self.train:g} + val {self.val:g} + test {self.test:g} sum to "
+                f"{total:g}; change them so they sum to 1 (a fraction left out counts as 0)"
+            )
+        return self
+
+
+class DataConfig(_Section):
+    """[data]: where the items are, which columns are inputs and outputs, how to split."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str | None = Field(
+        default=None,
+        description='one data file, e.g. "data.jsonl" (.jsonl, .ndjson, .csv or .json)',
+    )
+    train: str | None = Field(default=None, description='the train file, e.g. "train.jsonl"')
+    val: str | None = Field(default=None, description='the validation file, e.g. "val.jsonl"')
+    test: str | None = Field(default=None, description='the test file, e.g. "test.jsonl"')
+    inputs: list[str] = Field(
+        min_length=1, description='a non-empty list of input column names, e.g. ["text"]'
+    )
+    outputs: list[str] = Field(
+        min_length=1, description='a non-empty list of output column names, e.g. ["label"]'
+    )
+    id_column: str | None = Field(
+        default=None, description='the name of a column holding a unique id per row, e.g. "id"'
+    )
+    split: SplitConfig | None = Field(
+        default=None, description="a table like { train = 0.5, val = 0.3, test = 0.2, seed = 0 }"
+    )
+    split_column: str | None = Field(
+        default=None, description='the name of a column whose values are "train", "val" or "test"'
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_split(cls, data: Any) -> Any:
+        # One data file with no split column is split by fractions; record the ones used.
+        if (
+            isinstance(data, Mapping)
+            and data.get("path")
+            and not data.get("split_column")
+            and "split" not in data
+        ):
+            return {**data, "split": dict(_DEFAULT_SPLIT)}
+        return data
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DataConfig:
+        files = [name for name in ("train", "val", "test") if getattr(self, name)]
+        if self.path and files:
+            raise ValueError(
+                "set either data.path (one file, split by fractions or a split column) or "
+                "data.train + data.val (+ data.test) as separate files, not both; "
+                f"remove data.path or data.{files[0]}"
+            )
+        if not self.path:
+            if not files:
+                raise ValueError(
+                    'no data file; set data.path = "data.jsonl", or data.train and data.val'
+                )
+            for needed in ("train", "val"):
+                if needed not in files:
+                    raise ValueError(
+                        f"data.{needed} is missing; with separate files set both data.train "
+                        "and data.val (data.test is optional), or use data.path for one file"
+                    )
+            if self.split_column:
+                raise ValueError(
+                    "data.split_column only applies with data.path; with separate files each "
+                    "file is its own split, so remove data.split_column"
+                )
+            if self.split is not None:
+                raise ValueError(
+                    "data.split only applies with data.path; with separate files each file is "
+                    "its own split, so remove data.split"
+                )
+        elif self.split_column and self.split is not None:
+            raise ValueError(
+                "set data.split (fractions) or data.split_column (a column naming each row's "
+                "split), not both; remove one"
+            )
+        return self
+
+
+class ArtifactConfig(_Section):
+    """[artifact]: what is being optimized."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["prompt", "dspy", "code"] = Field(
+        default="prompt", description='one of "prompt", "dspy" or "code"'
+    )
+    path: str = Field(
+        default="prompt.md",
+        description='the artifact file, e.g. "prompt.md", "program.py" (dspy) or "code.py" (code)',
+    )
+    max_tokens: Int = Field(
+        default=256, ge=1, description="an integer >= 1 (the reply's token limit)"
+    )
+    temperature: Float = Field(default=0.0, ge=0, description="a number >= 0, e.g. 0.0")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _path_for_kind(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "path" not in data:
+            kind = data.get("kind", "prompt")
+            if isinstance(kind, str) and kind in _ARTIFACT_PATHS:
+                return {**data, "path": _ARTIFACT_PATHS[kind]}
+        return data
+
+
+class MetricConfig(_Section):
+    """[metric]: the user's metric.py, or a built-in scorer by name."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str = Field(default="metric.py", description='the metric file, e.g. "metric.py"')
+    name: str | None = Field(
+        default=None, min_length=1, description='a built-in scorer name, e.g. "xlam-tool-call"'
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="a table of options for the built-in scorer"
+    )
+
+    @model_validator(mode="after")
+    def _path_or_name(self) -> MetricConfig:
+        if self.name is not None and "path" in self.model_fields_set:
+            raise ValueError(
+                "set metric.path (your metric.py) or metric.name (a built-in scorer), not both; "
+                "remove one"
+            )
+        return self
+
+
+class EngineConfig(_Section):
+    """[engine]: which optimizer runs, and its knobs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Literal["gepa", "dspy-gepa", "auto"] = Field(
+        default="auto", description='one of "gepa", "dspy-gepa" or "auto"'
+    )
+    seed: Int = Field(default=0, description="an integer")
+    objective: str = Field(
+        default="", description="a sentence saying what the artifact should achieve"
+    )
+    background: str = Field(default="", description="text the reflection model should know")
+    concurrency: Int = Field(
+        default=4, ge=1, description="an integer >= 1 (items evaluated at once)"
+    )
+    reflection_minibatch_size: Int = Field(
+        default=3, ge=1, description="an integer >= 1 (items shown per reflection)"
+    )
+    max_error_share: Float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="a number in (0, 1]: the share of metric errors at which the run stops",
+    )
+    auto: Literal["light", "medium", "heavy"] = Field(
+        default="light", description='one of "light", "medium" or "heavy"'
+    )
+
+
+class BudgetConfig(_Section):
+    """[budget]: the run stops cleanly at the first limit reached."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_metric_calls: Int | None = Field(
+        default=150, ge=1, description="an integer >= 1 (metric calls in the whole run)"
+    )
+    max_cost_usd: Float | None = Field(
+        default=None, gt=0, description="a number > 0 (USD, task + reflection + judge)"
+    )
+    max_minutes: Float | None = Field(
+        default=None, gt=0, description="a number > 0 (wall-clock minutes)"
+    )
+
+
+class PriceConfig(_Section):
+    """[models.prices."NAME"]: a declared price, USD per million tokens."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input_per_mtok: Float = Field(ge=0, description="a number >= 0 (USD per million input tokens)")
+    output_per_mtok: Float = Field(
+        ge=0, description="a number >= 0 (USD per million output tokens)"
+    )
+
+
+class EndpointConfig(_Section):
+    """[models.endpoints."NAME"]: how to reach one model and how hard to push it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    api_base: str | None = Field(
+        default=None, description='the server\'s base URL, e.g. "http://127.0.0.1:8000/v1"'
+    )
+    api_key_env: str | None = Field(
+        default=None,
+        min_length=1,
+        description='the name of an environment variable, e.g. "MY_API_KEY"',
+    )
+    timeout_s: Float = Field(default=120.0, gt=0, description="a number of seconds > 0")
+    max_concurrent: Int = Field(
+        default=8, ge=1, description="an integer >= 1 (calls in flight at once)"
+    )
+    rpm: Float | None = Field(default=None, gt=0, description="a number > 0 (requests per minute)")
+
+
+class ModelsSection(_Section):
+    """[models]: the model for each role, declared prices and endpoints, the call cache."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    task: str = Field(
+        default="local/smollm2",
+        min_length=1,
+        description='a litellm model name, e.g. "openai/gpt-4o"',
+    )
+    reflection: str = Field(
+        default="local/smollm2",
+        min_length=1,
+        description='a litellm model name, e.g. "openai/gpt-4o"',
+    )
+    metric: str = Field(
+        default="", description='a litellm model name, or "" to judge with the reflection model'
+    )
+    cache: str = Field(
+        default=".skynet/cache.db",
+        description='a file path for the call cache, or "" to keep it in memory',
+    )
+    prices: dict[str, PriceConfig] = Field(
+        default_factory=dict,
+        description='tables like [models.prices."NAME"] with input_per_mtok and output_per_mtok',
+    )
+    endpoints: dict[str, EndpointConfig] = Field(
+        default_factory=dict,
+        description='tables like [models.endpoints."NAME"] with api_base, api_key_env, ...',
+    )
+
+
+class Config(_Section):
+    """The whole of skynet.toml, validated. Build it with load_config().
+
+    `project_dir` (the folder holding skynet.toml) is not part of the file; relative paths in
+    the file are relative to it.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    data: DataConfig = Field(description="a [data] section with inputs, outputs and path")
+    artifact: ArtifactConfig = Field(
+        default_factory=ArtifactConfig, description="an [artifact] section"
+    )
+    metric: MetricConfig = Field(default_factory=MetricConfig, description="a [metric] section")
+    engine: EngineConfig = Field(default_factory=EngineConfig, description="an [engine] section")
+    budget: BudgetConfig = Field(default_factory=BudgetConfig, description="a [budget] section")
+    models: ModelsSection = Field(default_factory=ModelsSection, description="a [models] section")
+
+    _project_dir: Path = PrivateAttr(default_factory=Path.cwd)
+
+    @property
+    def project_dir(self) -> Path:
+        """The folder holding skynet.toml; relative paths in the file resolve against it."""
+        return self._project_dir
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings as a plain JSON-able dict (recorded with each run), defaults filled in."""
+        return self.model_dump(mode="json")
+
+    def models_config(self) -> ModelsConfig:
+        """Build the runtime models configuration from [models].
+
+        Returns:
+            A skynet.models.ModelsConfig with one ModelSettings per model named under
+            [models.endpoints] or [models.prices], and the cache path resolved against
+            project_dir ("" keeps the cache in memory).
+
+        Raises:
+            ConfigError: an endpoint's api_key_env names an environment variable that is not set.
+        """
+        from skynet.models import ModelsConfig, ModelSettings, Price
+
+        section = self.models
+        settings: dict[str, ModelSettings] = {}
+        for name in sorted(set(section.endpoints) | set(section.prices)):
+            declared = section.prices.get(name)
+            price = (
+                Price(
+                    input_per_mtok=declared.input_per_mtok, output_per_mtok=declared.output_per_mtok
+                )
+                if declared is not None
+                else None
+            )
+            embedded = name.startswith("local/")
+            if price is None and embedded:
+                # The embedded model costs nothing; its cost is known, not unmeasured.
+                price = Price(input_per_mtok=0, output_per_mtok=0)
+            endpoint = section.endpoints.get(name)
+            if endpoint is None:
+                # One llama.cpp context per process: embedded calls queue one at a time.
+                settings[name] = ModelSettings(max_concurrent=1 if embedded else 8, price=price)
+                continue
+            settings[name] = ModelSettings(
+                api_base=endpoint.api_base,
+                api_key=_api_key(name, endpoint),
+                timeout_s=endpoint.timeout_s,
+                max_concurrent=endpoint.max_concurrent,
+                rpm=endpoint.rpm,
+                price=price,
+            )
+        cache: Path | None = None
+        if section.cache:
+            cache = Path(section.cache)
+            if not cache.is_absolute():
+                cache = self.project_dir / cache
+        return ModelsConfig(
+            task=section.task,
+            reflection=section.reflection,
+            metric=section.metric,
+            settings=settings,
+            cache_path=cache,
+        )
+
+
+def _api_key(model: str, endpoint: EndpointConfig) -> str | None:
+    if endpoint.api_key_env is None:
+        return None
+    key = os.environ.get(endpoint.api_key_env)
+    if not key:
+        raise ConfigError(
+            f"{CONFIG_FILE}: {_dotted(('models', 'endpoints', model, 'api_key_env'))} names the "
+            f"environment variable '{endpoint.api_key_env}', which is not set; export "
+            f"{endpoint.api_key_env}=<your key> before running, or remove api_key_env"
+        )
+    return key
+
+
+def load_config(project_dir: Path | str, overrides: Mapping[str, Any] | None = None) -> Config:
+    """Read, override and validate project_dir/skynet.toml.
+
+    Args:
+        project_dir: the folder holding skynet.toml.
+        overrides: dotted keys to values, applied over the file before validation, e.g.
+            {"budget.max_metric_calls": 20, "engine.name": "gepa"}. Quote a segment that
+            holds a dot: 'models.prices."openai/gpt-4.1".input_per_mtok'.
+
+    Returns:
+        The validated Config, with project_dir set.
+
+    Raises:
+        ConfigError: the file is missing, is not valid TOML, or a setting is unknown or wrong.
+            The message names the file (or override), the dotted key and the fix.
+    """
+    folder = Path(project_dir).absolute()
+    file = folder / CONFIG_FILE
+    raw = _read_toml(file)
+    applied: list[tuple[str, ...]] = []
+    for key, value in (overrides or {}).items():
+        applied.append(_apply_override(raw, key, value))
+    try:
+        config = Config.model_validate(raw)
+    except ValidationError as exc:
+        raise _config_error(exc, file, applied) from None
+    config._project_dir = folder
+    return config
+
+
+# -- reading and overriding ---------------------------------------------------------------------
+
+
+def _read_toml(file: Path) -> dict[str, Any]:
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{file}: no {CONFIG_FILE} here; run `skynet init` in {file.parent} to write one"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read it ({exc.strerror}); check the path") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{file}:{line}: not UTF-8 text; save the file as UTF-8") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        found = re.search(r"\(at line (\d+), column (\d+)\)", message)
+        if found:
+            what = message[: found.start()].strip()
+            raise ConfigError(
+                f"{file}:{found.group(1)}: TOML syntax error at column {found.group(2)}: {what}; "
+                "fix that line (strings need quotes, tables are [section], keys are key = value)"
+            ) from None
+        raise ConfigError(f"{file}: TOML syntax error: {message}; fix the file") from None
+
+
+def _split_key(key: str) -> tuple[str, ...]:
+    parts = tuple(
+        m.group(1) if m.group(1) is not None else m.group(2).strip() for m in _SEGMENT.finditer(key)
+    )
+    rebuilt = ".".join(f'"{p}"' if not _BARE.fullmatch(p) else p for p in parts)
+    if not parts or any(p == "" for p in parts) or _normal(rebuilt) != _normal(key):
+        raise ConfigError(
+            f"override '{key}': not a dotted key; write it like 'budget.max_metric_calls', "
+            "quoting a segment that holds a dot"
+        )
+    return parts
+
+
+def _normal(key: str) -> str:
+    return key.replace('"', "").replace(" ", "")
+
+
+def _apply_override(raw: dict[str, Any], key: str, value: Any) -> tuple[str, ...]:
+    parts = _split_key(key)
+    table = raw
+    for depth, part in enumerate(parts[:-1]):
+        nested = table.setdefault(part, {})
+        if not isinstance(nested, dict):
+            raise ConfigError(
+                f"override '{key}': {_dotted(parts[: depth + 1])} is a value, not a table, so it "
+                f"has no key '{parts[depth + 1]}'; override {_dotted(parts[: depth + 1])} itself"
+            )
+        table = nested
+    table[parts[-1]] = copy.deepcopy(value)
+    return parts
+
+
+# -- turning a ValidationError into one ConfigError ---------------------------------------------
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+            continue
+        text = part if _BARE.fullmatch(part) else f'"{part}"'
+        out += f".{text}" if out else text
+    return out
+
+
+def _submodel(annotation: Any) -> tuple[bool, type[BaseModel]] | None:
+    """(is a dict of models, the model class) for a field that holds a section, else None."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        inner = [a for a in get_args(annotation) if a is not type(None)]
+        if len(inner) != 1:
+            return None
+        annotation = inner[0]
+    if inspect.isclass(annotation) and issubclass(annotation, BaseModel):
+        return False, annotation
+    if get_origin(annotation) is dict:
+        args = get_args(annotation)
+        if len(args) == 2 and inspect.isclass(args[1]) and issubclass(args[1], BaseModel):
+            return True, args[1]
+    return None
+
+
+def _walk(
+    model: type[BaseModel], prefix: tuple[str, ...]
+) -> Iterator[tuple[tuple[str, ...], FieldInfo]]:
+    for name, info in model.model_fields.items():
+        key = (*prefix, name)
+        yield key, info
+        sub = _submodel(info.annotation)
+        if sub is not None:
+            is_dict, cls = sub
+            yield from _walk(cls, (*key, "*") if is_dict else key)
+
+
+# Every known key, "*" standing for a model name under prices/endpoints.
+_KNOWN: dict[tuple[str, ...], FieldInfo] = dict(_walk(Config, ()))
+
+
+def _fits(pattern: tuple[str, ...], loc: tuple[Any, ...]) -> bool:
+    return len(pattern) == len(loc) and all(
+        p in ("*", str(q)) for p, q in zip(pattern, loc, strict=True)
+    )
+
+
+def _field(loc: tuple[Any, ...]) -> FieldInfo | None:
+    return next((info for pattern, info in _KNOWN.items() if _fits(pattern, loc)), None)
+
+
+def _suggest(loc: tuple[Any, ...]) -> str | None:
+    wanted = _dotted(loc)
+    candidates = []
+    for pattern in _KNOWN:
+        concrete = tuple(
+            str(loc[i]) if part == "*" and i < len(loc) else ("NAME" if part == "*" else part)
+            for i, part in enumerate(pattern)
+        )
+        candidates.append(_dotted(concrete))
+    found = difflib.get_close_matches(wanted, [c for c in candidates if c != wanted], n=1)
+    return found[0] if found else None
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _describe(error: Any) -> str:
+    loc = tuple(error["loc"])
+    key = _dotted(loc)
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        suggestion = _suggest(loc)
+        if suggestion:
+            return f"unknown key '{key}'; did you mean '{suggestion}'?"
+        return f"unknown key '{key}'; remove it (see the skynet.toml reference in docs/)"
+    info = _field(loc)
+    wanted = info.description if info is not None and info.description else None
+    if kind == "missing":
+        if len(loc) == 1:
+            return f"the [{key}] section is missing; add {wanted or 'it'}"
+        parent = _dotted(loc[:-1])
+        return f"{key} is missing; add {loc[-1]} = ... under [{parent}]: {wanted or 'a value'}"
+    message = str(error["msg"])
+    if kind == "value_error":
+        # Our own validators already say what and how to fix it.
+        message = message.removeprefix("Value error, ")
+        if isinstance(error.get("input"), Mapping):
+            # A section-level check: its message names the keys involved.
+            return message if not key or f"{key}." in message else f"{key}: {message}"
+        return f"{key} = {_shown(error.get('input'))}: {message}" + (
+            f"; set it to {wanted}" if wanted else ""
+        )
+    message = message[:1].lower() + message[1:]
+    fix = f"; set it to {wanted}" if wanted else ""
+    return f"{key} = {_shown(error.get('input'))} is invalid ({message}){fix}"
+
+
+def _config_error(
+    exc: ValidationError, file: Path, overridden: list[tuple[str, ...]]
+) -> ConfigError:
+    # An unknown key explains the errors it causes (a misspelt required key is also "missing").
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    first = errors[0]
+    loc = tuple(str(p) for p in first["loc"])
+    source = next(
+        (f"override '{_dotted(key)}'" for key in overridden if loc[: len(key)] == key),
+        str(file),
+    )
+    message = f"{source}: {_describe(first)}"
+    if len(errors) > 1:
+        more = len(errors) - 1
+        message += f" ({more} more problem{'s' if more > 1 else ''} after this one)"
+    return ConfigError(message)

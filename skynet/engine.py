@@ -1,0 +1,102 @@
+"""The engine protocol and registry. Engines live in the `engines` package and are found by name
+here, so the core never imports them at module level."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from skynet.data import Item
+from skynet.errors import ConfigError
+from skynet.evaluation import Result
+
+__all__ = ["EngineContext", "EngineOutcome", "Engine", "ENGINES", "get_engine"]
+
+Candidate = dict[str, str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineContext:
+    """Everything an engine needs from a run; the engine needs nothing else.
+
+    Attributes:
+        seed_candidate: the artifact's starting texts, by component name.
+        train: items whose feedback the reflection model reads.
+        val: items that select candidates.
+        evaluate: scores a candidate on one item. It records the result, serves results already
+            recorded (a resumed run pays nothing twice), and never raises for one item's failure
+            (the Result carries the error); it raises only for run-level faults (the error share
+            passed its limit).
+        reflect: one reflection-model call: (prompt text, draw index) in, reply text out.
+        record_proposal: records what became of one proposal (status, detail, text).
+        should_stop: True once the money or time budget is spent.
+        max_metric_calls: the metric-call budget (None: no limit).
+        seed: the engine's random seed.
+        objective, background: text for the reflection model.
+        minibatch_size: items per reflection step.
+        concurrency: evaluations in flight at once.
+        log: one line of progress or explanation for the user.
+    """
+
+    seed_candidate: Candidate
+    train: Sequence[Item]
+    val: Sequence[Item]
+    evaluate: Callable[[Candidate, Item], Result]
+    reflect: Callable[[str, int], str]
+    record_proposal: Callable[..., None]
+    should_stop: Callable[[], bool]
+    max_metric_calls: int | None
+    seed: int = 0
+    objective: str = ""
+    background: str = ""
+    minibatch_size: int = 3
+    concurrency: int = 4
+    log: Callable[[str], None] = print
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineOutcome:
+    """What an engine found: candidates in discovery order with their parents and val scores."""
+
+    best_candidate: Candidate
+    candidates: list[Candidate]
+    parents: list[list[int | None]]
+    val_scores: list[float]
+    metric_calls: int
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+class Engine(Protocol):
+    """An optimizer. Never raises for an individual item; raises only for run-level faults."""
+
+    name: str
+
+    def min_metric_calls(self, ctx: EngineContext) -> int:
+        """The smallest metric-call budget with which the engine can propose even once."""
+        ...
+
+    def optimize(self, ctx: EngineContext) -> EngineOutcome: ...
+
+
+# name -> "module:attribute"; a new engine adds one line here.
+ENGINES: dict[str, str] = {
+    "gepa": "engines.gepa:GepaEngine",
+}
+
+
+def get_engine(name: str) -> Engine:
+    """The engine registered under `name`.
+
+    Raises:
+        ConfigError: unknown name (the message lists the known ones).
+    """
+    target = ENGINES.get(name)
+    if target is None:
+        raise ConfigError(
+            f"unknown engine '{name}'; known engines: {', '.join(sorted(ENGINES))} "
+            "([engine] name in skynet.toml or --engine)"
+        )
+    module_name, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module_name), attr)()

@@ -1,0 +1,398 @@
+"""One optimization run, end to end: project → self-test → engine → records → best candidate.
+
+Resuming a run replays it: the engine runs again with the same seed, and every evaluation and
+model call already recorded is served from the records (the run store and the call cache), so
+nothing recorded is paid for twice and the engine reaches the same state it was killed in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from time import monotonic as _monotonic
+from typing import IO, Any
+
+from skynet.artifacts.prompt import PromptArtifact, load_prompt, render_prompt
+from skynet.config import Config, load_config
+from skynet.contract import CheckReport, Metric, check_metric, load_metric
+from skynet.data import Dataset, Item, load_dataset
+from skynet.engine import Candidate, EngineContext, get_engine
+from skynet.errors import ConfigError, ContractError, SkynetError
+from skynet.evaluation import Evaluation, Result
+from skynet.models import Models, configure
+from skynet.runs import RunStore
+
+__all__ = [
+    "Project",
+    "RunAborted",
+    "RunOutcome",
+    "candidate_id",
+    "open_project",
+    "self_test",
+    "run",
+    "evaluate_candidate",
+]
+
+MIN_EVALUATIONS_BEFORE_ABORT = 8
+
+
+class RunAborted(SkynetError):
+    """Too many items errored: the metric or the task model is broken; the run stops."""
+
+
+def candidate_id(candidate: Candidate) -> str:
+    """A stable id for a candidate: its content's hash (same texts, same id, across runs)."""
+    canonical = json.dumps(candidate, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Project:
+    """A loaded project folder: config, data, metric and artifact, all checked."""
+
+    dir: Path
+    config: Config
+    dataset: Dataset
+    metric: Metric
+    artifact: PromptArtifact
+
+    @property
+    def store_path(self) -> Path:
+        return self.dir / ".skynet" / "runs.db"
+
+    def open_store(self) -> RunStore:
+        return RunStore(self.store_path)
+
+
+def open_project(project_dir: Path, overrides: dict[str, Any] | None = None) -> Project:
+    """Load and check everything a run needs, before any model call.
+
+    Raises:
+        ConfigError, DatasetError, ContractError: what is wrong, where, and the fix.
+    """
+    project_dir = project_dir.resolve()
+    config = load_config(project_dir, overrides)
+    if config.artifact.kind != "prompt":
+        raise ConfigError(
+            f"{project_dir / 'skynet.toml'}: [artifact] kind = '{config.artifact.kind}' is not "
+            "available in this version of skynet; use kind = 'prompt'"
+        )
+    if config.metric.name:
+        raise ConfigError(
+            f"{project_dir / 'skynet.toml'}: [metric] name = '{config.metric.name}': built-in "
+            "scorers are not available in this version; set [metric] path to your metric.py"
+        )
+    dataset = load_dataset(config)
+    metric = load_metric(project_dir / config.metric.path)
+    artifact = load_prompt(project_dir / config.artifact.path, config.data.inputs)
+    return Project(
+        dir=project_dir, config=config, dataset=dataset, metric=metric, artifact=artifact
+    )
+
+
+def self_test(project: Project) -> CheckReport:
+    """The metric's self-test on the items a run will use (train and val)."""
+    return check_metric(project.metric, [*project.dataset.train, *project.dataset.val])
+
+
+def _task_runner(project: Project, models: Models) -> Callable[[Candidate, dict[str, Any]], Any]:
+    art = project.config.artifact
+
+    def run_prompt(candidate: Candidate, input: dict[str, Any]) -> str:
+        messages = project.artifact.messages(candidate, input)
+        reply = models.complete(
+            "task", messages, max_tokens=art.max_tokens, temperature=art.temperature
+        )
+        return reply.text
+
+    return run_prompt
+
+
+def _versions() -> dict[str, str]:
+    found = {"python": sys.version.split()[0]}
+    for dist in ("skynet-optimizer", "gepa", "dspy", "litellm", "llama_cpp_python", "numpy"):
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+@dataclass
+class _Progress:
+    """The live progress line: metric calls used / budget, best val score, cost by role."""
+
+    budget: int | None
+    models: Models
+    out: IO[str]
+    calls: int = 0
+    replayed: int = 0
+    errors: int = 0
+    best_val: float | None = None
+    _last: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def line(self) -> str:
+        budget = f"/{self.budget}" if self.budget else ""
+        best = "—" if self.best_val is None else f"{self.best_val:.3f}"
+        cost = " ".join(
+            f"{role} ${self.models.ledgers[role].totals().cost_usd:.4f}"
+            for role in ("task", "reflection", "metric")
+        )
+        extra = f" · {self.replayed} replayed" if self.replayed else ""
+        errors = f" · {self.errors} errors" if self.errors else ""
+        return f"metric calls {self.calls}{budget} · best val {best} · cost {cost}{extra}{errors}"
+
+    def tick(self, force: bool = False) -> None:
+        now = _monotonic()
+        with self._lock:
+            if not force and now - self._last < (0.5 if self.out.isatty() else 10.0):
+                return
+            self._last = now
+        if self.out.isatty():
+            self.out.write("\r\033[K" + self.line())
+        else:
+            self.out.write(self.line() + "\n")
+        self.out.flush()
+
+    def done(self) -> None:
+        self.tick(force=True)
+        if self.out.isatty():
+            self.out.write("\n")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOutcome:
+    run_id: str
+    status: str
+    best_candidate: Candidate
+    best_path: Path | None
+    seed_val: float | None
+    best_val: float | None
+
+
+def _resolve_engine(project: Project, log: Callable[[str], None]) -> tuple[str, str]:
+    name = project.config.engine.name
+    if name == "auto":
+        # The full Auto engine (budget levels, early stop) is its own issue; for prompts it is gepa.
+        return "gepa", "auto: a prompt artifact is optimized with gepa"
+    return name, f"engine '{name}' named in the config"
+
+
+def run(
+    project: Project,
+    *,
+    resume: str | None = None,
+    out: IO[str] | None = None,
+) -> RunOutcome:
+    """Optimize the project's artifact; record everything; write the best candidate.
+
+    Raises:
+        ContractError: the metric failed its self-test (nothing was spent on the task).
+        ConfigError: the budget is too small to propose once, or the run to resume is unknown.
+        RunAborted: too many items errored.
+    """
+    stream: IO[str] = out if out is not None else sys.stderr
+    cfg = project.config
+    say: Callable[[str], None] = lambda text: print(text, file=stream, flush=True)  # noqa: E731
+
+    models = configure(cfg.models_config(), base_dir=project.dir)
+    report = self_test(project)
+    if not report.ok:
+        raise ContractError(report.summary(), check=report.failures[0].check)
+
+    engine_name, why = _resolve_engine(project, say)
+    engine = get_engine(engine_name)
+    store = project.open_store()
+    seed = dict(project.artifact.components)
+    metric_hash = project.metric.source_hash
+    train, val = project.dataset.train, project.dataset.val
+    split_of = {item.id: "train" for item in train} | {item.id: "val" for item in val}
+
+    if resume:
+        row = store.get_run(resume)
+        if row.dataset_hash != project.dataset.hash:
+            raise ConfigError(
+                f"run {resume} was made on other data (dataset hash {row.dataset_hash[:12]} vs "
+                f"{project.dataset.hash[:12]} now); start a new run instead of resuming"
+            )
+        run_id = row.id
+        store.set_status(run_id, "running")
+        say(f"resuming run {run_id}: recorded evaluations and model calls are replayed, not paid")
+    else:
+        run_id = store.create_run(
+            config=cfg.as_dict(),
+            dataset_hash=project.dataset.hash,
+            metric_hash=metric_hash,
+            seed=cfg.engine.seed,
+            engine=engine_name,
+            budget=cfg.budget.model_dump(),
+            versions=_versions(),
+        )
+        say(f"run {run_id}: {len(train)} train / {len(val)} val items · {why}")
+    store.set_note(run_id, "engine_choice", why)
+    store.add_candidate(run_id, candidate_id(seed), seed)
+    store.set_seed_candidate(run_id, candidate_id(seed))
+    models.subscribe(lambda record: store.record_call(run_id, record))
+
+    progress = _Progress(budget=cfg.budget.max_metric_calls, models=models, out=stream)
+    evaluation = Evaluation(project.metric, _task_runner(project, models))
+    val_scores: dict[str, dict[str, float | None]] = {}
+    lock = threading.Lock()
+    started = _monotonic()
+
+    def evaluate(candidate: Candidate, item: Item) -> Result:
+        cid = candidate_id(candidate)
+        store.add_candidate(run_id, cid, candidate)
+        result = store.find_evaluation(run_id, cid, item.id, metric_hash)
+        replayed = result is not None
+        if result is None:
+            result = evaluation(candidate, item)
+            store.record_evaluation(
+                run_id, cid, split_of.get(item.id, "train"), result, metric_hash
+            )
+        with lock:
+            progress.calls += 1
+            progress.replayed += replayed
+            progress.errors += not result.ok
+            if split_of.get(item.id) == "val":
+                # An error is not a score of 0: the mean is over the items that were scored.
+                scores = val_scores.setdefault(cid, {})
+                scores[item.id] = result.score if result.ok else None
+                scored = [v for v in scores.values() if v is not None]
+                if len(scores) == len(val) and scored:
+                    mean = sum(scored) / len(scored)
+                    if progress.best_val is None or mean > progress.best_val:
+                        progress.best_val = mean
+            errors, calls = progress.errors, progress.calls
+        progress.tick()
+        if calls >= MIN_EVALUATIONS_BEFORE_ABORT and errors / calls > cfg.engine.max_error_share:
+            raise RunAborted(
+                f"{errors} of {calls} evaluations failed (more than "
+                f"{cfg.engine.max_error_share:.0%}); the last: {result.error or 'see the records'}. "
+                "Fix the metric or the model, then resume with "
+                f"`skynet run --resume {run_id}`"
+            )
+        return result
+
+    def reflect(prompt: str, draw: int) -> str:
+        reply = models.complete(
+            "reflection",
+            [{"role": "user", "content": prompt}],
+            draw=draw,
+            max_tokens=1024,
+            temperature=0.0 if draw == 0 else 0.8,
+            seed=draw,
+        )
+        return reply.text
+
+    def should_stop() -> bool:
+        budget = cfg.budget
+        if budget.max_minutes is not None and (_monotonic() - started) / 60 >= budget.max_minutes:
+            return True
+        if budget.max_cost_usd is not None:
+            spent = sum(models.ledgers[r].totals().cost_usd for r in models.ledgers)
+            if spent >= budget.max_cost_usd:
+                return True
+        return False
+
+    ctx = EngineContext(
+        seed_candidate=seed,
+        train=train,
+        val=val,
+        evaluate=evaluate,
+        reflect=reflect,
+        record_proposal=lambda **kw: store.record_proposal(run_id, parent_id=None, **kw),
+        should_stop=should_stop,
+        max_metric_calls=cfg.budget.max_metric_calls,
+        seed=cfg.engine.seed,
+        objective=cfg.engine.objective,
+        background=cfg.engine.background,
+        minibatch_size=cfg.engine.reflection_minibatch_size,
+        concurrency=cfg.engine.concurrency,
+        log=say,
+    )
+    needed = engine.min_metric_calls(ctx)
+    if cfg.budget.max_metric_calls is not None and cfg.budget.max_metric_calls < needed:
+        store.set_status(run_id, "failed", error="budget too small")
+        raise ConfigError(
+            f"budget.max_metric_calls = {cfg.budget.max_metric_calls} is too small: the "
+            f"{engine_name} engine needs at least {needed} ({len(val)} val items for the seed, "
+            f"then a reflection step on {min(cfg.engine.reflection_minibatch_size, len(train))} "
+            f"train items, twice) to propose once; use --max-metric-calls {needed} or more"
+        )
+
+    try:
+        outcome = engine.optimize(ctx)
+    except KeyboardInterrupt:
+        progress.done()
+        store.set_status(run_id, "stopped", error="interrupted")
+        say(f"\nstopped; everything so far is recorded. Resume: skynet run --resume {run_id}")
+        raise
+    except RunAborted as exc:
+        progress.done()
+        store.set_status(run_id, "aborted", error=str(exc))
+        raise
+    except Exception as exc:
+        progress.done()
+        store.set_status(run_id, "failed", error=f"{type(exc).__name__}: {exc}")
+        raise
+    progress.done()
+
+    ids = [candidate_id(c) for c in outcome.candidates]
+    for index, candidate in enumerate(outcome.candidates):
+        parents = [ids[p] for p in outcome.parents[index] if p is not None]
+        store.add_candidate(run_id, ids[index], candidate, parents)
+    best = dict(outcome.best_candidate)
+    best_id = candidate_id(best)
+    store.set_best(run_id, best_id)
+    best_path = project.dir / ".skynet" / "runs" / run_id / "best_prompt.md"
+    best_path.parent.mkdir(parents=True, exist_ok=True)
+    best_path.write_text(render_prompt(project.artifact, best), encoding="utf-8")
+    store.set_status(run_id, "finished")
+    seed_val = outcome.val_scores[0] if outcome.val_scores else None
+    best_val = outcome.val_scores[ids.index(best_id)] if best_id in ids else None
+    return RunOutcome(
+        run_id=run_id,
+        status="finished",
+        best_candidate=best,
+        best_path=best_path,
+        seed_val=seed_val,
+        best_val=best_val,
+    )
+
+
+def evaluate_candidate(
+    project: Project,
+    candidate: Candidate,
+    *,
+    split: str,
+    run_id: str,
+) -> list[Result]:
+    """Score one candidate on a split (e.g. test) and record it in run `run_id`."""
+    items = getattr(project.dataset, split, None)
+    if items is None:
+        raise ConfigError(f"unknown split '{split}'; splits: train, val, test")
+    if not items:
+        raise ConfigError(f"the {split} split is empty; give it items in skynet.toml [data]")
+    models = configure(project.config.models_config(), base_dir=project.dir)
+    store = project.open_store()
+    store.get_run(run_id)
+    models.subscribe(lambda record: store.record_call(run_id, record))
+    evaluation = Evaluation(project.metric, _task_runner(project, models))
+    cid = candidate_id(candidate)
+    store.add_candidate(run_id, cid, candidate)
+    results = []
+    for item in items:
+        found = store.find_evaluation(run_id, cid, item.id, project.metric.source_hash)
+        if found is None:
+            found = evaluation(candidate, item)
+            store.record_evaluation(run_id, cid, split, found, project.metric.source_hash)
+        results.append(found)
+    return results

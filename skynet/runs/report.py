@@ -1,0 +1,702 @@
+"""The run report: baseline vs best, cost and time by role, the curve and the diff.
+
+`summarize()` computes every figure from the run store; `render_text()` and `render_html()` only
+lay them out. A candidate's score on a split is the mean over its evaluations of the items the run
+evaluated the seed candidate on, and counts only when every one of those items is present: a
+partial minibatch is not a val score. Errors are never scores: they are left out of the mean and
+counted on their own.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from skynet.models.ledger import LedgerTotals
+from skynet.runs.store import CandidateRow, EvaluationRow, RunRow, RunStore
+
+__all__ = ["CandidateSummary", "RunSummary", "render_html", "render_text", "summarize"]
+
+VAL = "val"
+TEST = "test"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CandidateSummary:
+    """One candidate's scores as the report counts them.
+
+    Attributes:
+        id: the candidate's id.
+        parents: ids of the candidates it was derived from.
+        seq: first-seen order in the run.
+        content: component name → text.
+        val_score: mean val score, or None when its val evaluations are incomplete or all errors.
+        val_items: val evaluations counted (errors included).
+        val_errors: val evaluations that are errors.
+        test_score: mean test score, or None (same rule as val).
+        test_items: test evaluations counted (errors included).
+        test_errors: test evaluations that are errors.
+        objectives: mean of each named score over its val evaluations (when val_score is known).
+        val_known_at: seq of its last val evaluation, when val_score is known.
+    """
+
+    id: str
+    parents: list[str] = field(default_factory=list)
+    seq: int = 0
+    content: dict[str, str] = field(default_factory=dict)
+    val_score: float | None = None
+    val_items: int = 0
+    val_errors: int = 0
+    test_score: float | None = None
+    test_items: int = 0
+    test_errors: int = 0
+    objectives: dict[str, float] = field(default_factory=dict)
+    val_known_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSummary:
+    """Every figure the report shows, computed from the run store.
+
+    Attributes:
+        run: the run as recorded.
+        metric_hash: the metric whose scores are counted; others are stale.
+        seed: the baseline (seed) candidate, when recorded.
+        best: the best candidate: the one the engine named, else the best val score.
+        candidates: every candidate, in first-seen order.
+        cost: model-call totals by role (task, reflection, metric, and any other recorded).
+        metric_calls: evaluations made by the optimization (every split but test).
+        errors: evaluations that are errors (all splits).
+        error_kinds: errors counted by kind (task, metric, contract).
+        proposals: proposals counted by status.
+        diff: component name → unified diff of the best candidate against the seed (changed
+            components only).
+        curve: (metric calls used, best val score so far), one point each time a candidate's val
+            score became known, in evaluation order.
+        val_items: items in the val reference set (those the seed was evaluated on).
+        test_items: items in the test reference set.
+        stale: (candidate, item) pairs scored only under another metric; rescore to count them.
+        wall_seconds: time from the run's start to its end (or its last record while running).
+    """
+
+    run: RunRow
+    metric_hash: str
+    seed: CandidateSummary | None
+    best: CandidateSummary | None
+    candidates: list[CandidateSummary]
+    cost: dict[str, LedgerTotals]
+    metric_calls: int
+    errors: int
+    error_kinds: dict[str, int]
+    proposals: dict[str, int]
+    diff: dict[str, str]
+    curve: list[tuple[int, float]]
+    val_items: int
+    test_items: int
+    stale: int
+    wall_seconds: float | None
+
+
+# --------------------------------------------------------------------------------------------
+# Computing.
+
+
+def _reference(evals: list[EvaluationRow], seed_id: str | None, split: str) -> set[str]:
+    on_split = [e for e in evals if e.split == split]
+    seeds = {e.item_id for e in on_split if e.candidate_id == seed_id}
+    # With no seed evaluation on this split (e.g. `skynet eval` of the best only), each candidate
+    # is held to the union of the items the run evaluated on it.
+    return seeds if seeds else {e.item_id for e in on_split}
+
+
+def _split_score(
+    rows: list[EvaluationRow], reference: set[str]
+) -> tuple[float | None, int, int, int | None, dict[str, float]]:
+    """(mean score, items counted, errors, seq it became known, objective means)."""
+    counted = [r for r in rows if r.item_id in reference]
+    errors = sum(r.error is not None or r.score is None for r in counted)
+    if not reference or {r.item_id for r in counted} != reference:
+        return None, len(counted), errors, None, {}
+    ok = [r for r in counted if r.error is None and r.score is not None]
+    known_at = max(r.seq for r in counted)
+    if not ok:
+        return None, len(counted), errors, known_at, {}
+    mean = sum(r.score for r in ok if r.score is not None) / len(ok)
+    names: dict[str, list[float]] = {}
+    for r in ok:
+        for name, value in r.scores.items():
+            names.setdefault(name, []).append(float(value))
+    objectives = {name: sum(values) / len(values) for name, values in names.items()}
+    return mean, len(counted), errors, known_at, objectives
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def summarize(store: RunStore, run_id: str, *, metric_hash: str | None = None) -> RunSummary:
+    """Compute the report of one run from the store.
+
+    Args:
+        store: the run store.
+        run_id: the run.
+        metric_hash: the metric whose scores count (default: the one the run started with);
+            evaluations recorded under another are counted as stale.
+
+    Raises:
+        ConfigError: no such run.
+    """
+    run = store.get_run(run_id)
+    chosen = metric_hash or run.metric_hash
+    every = store.evaluations(run_id)
+    evals = [e for e in every if e.metric_hash == chosen]
+    current_pairs = {(e.candidate_id, e.item_id) for e in evals}
+    stale = len({(e.candidate_id, e.item_id) for e in every} - current_pairs)
+
+    rows: list[CandidateRow] = store.candidates(run_id)
+    known = {c.id for c in rows}
+    next_seq = max((c.seq for c in rows), default=0)
+    # Evaluated candidates the engine never registered still get a line of their own.
+    for e in evals:
+        if e.candidate_id not in known:
+            next_seq += 1
+            known.add(e.candidate_id)
+            rows.append(CandidateRow(id=e.candidate_id, content={}, parents=[], seq=next_seq))
+
+    seed_id = run.seed_candidate_id or (rows[0].id if rows else None)
+    val_ref = _reference(evals, seed_id, VAL)
+    test_ref = _reference(evals, seed_id, TEST)
+
+    by_candidate: dict[str, list[EvaluationRow]] = {}
+    for e in evals:
+        by_candidate.setdefault(e.candidate_id, []).append(e)
+
+    candidates: list[CandidateSummary] = []
+    for c in rows:
+        mine = by_candidate.get(c.id, [])
+        val, val_n, val_err, known_at, objectives = _split_score(
+            [e for e in mine if e.split == VAL], val_ref
+        )
+        test, test_n, test_err, _, _ = _split_score([e for e in mine if e.split == TEST], test_ref)
+        candidates.append(
+            CandidateSummary(
+                id=c.id,
+                parents=list(c.parents),
+                seq=c.seq,
+                content=dict(c.content),
+                val_score=val,
+                val_items=val_n,
+                val_errors=val_err,
+                test_score=test,
+                test_items=test_n,
+                test_errors=test_err,
+                objectives=objectives,
+                val_known_at=known_at if val is not None else None,
+            )
+        )
+    by_id = {c.id: c for c in candidates}
+    seed = by_id.get(seed_id) if seed_id else None
+
+    best: CandidateSummary | None = None
+    if run.best_candidate_id is not None:
+        best = by_id.get(run.best_candidate_id) or CandidateSummary(id=run.best_candidate_id)
+    else:
+        scored = [c for c in candidates if c.val_score is not None]
+        # Ties go to the earliest candidate; with no val score yet, the seed stands.
+        best = max(scored, key=lambda c: (c.val_score, -c.seq)) if scored else seed
+
+    # The curve: x is the optimization's metric calls used when a val score became known.
+    optimizing = [e for e in evals if e.split != TEST]
+    seqs = sorted(e.seq for e in optimizing)
+    curve: list[tuple[int, float]] = []
+    best_so_far = -math.inf
+    for c in sorted(
+        (c for c in candidates if c.val_known_at is not None), key=lambda c: c.val_known_at or 0
+    ):
+        assert c.val_score is not None and c.val_known_at is not None
+        best_so_far = max(best_so_far, c.val_score)
+        used = sum(1 for s in seqs if s <= c.val_known_at)
+        curve.append((used, best_so_far))
+
+    diff: dict[str, str] = {}
+    if seed is not None and best is not None and best.id != seed.id:
+        for name in sorted(set(seed.content) | set(best.content)):
+            before, after = seed.content.get(name, ""), best.content.get(name, "")
+            if before == after:
+                continue
+            diff[name] = "".join(
+                difflib.unified_diff(
+                    _lines(before), _lines(after), fromfile=f"seed/{name}", tofile=f"best/{name}"
+                )
+            )
+
+    errors = [e for e in evals if e.error is not None]
+    start = _parse_time(run.created)
+    end = _parse_time(run.finished) or _parse_time(max((e.created for e in every), default=None))
+    wall = (end - start).total_seconds() if start and end else None
+
+    return RunSummary(
+        run=run,
+        metric_hash=chosen,
+        seed=seed,
+        best=best,
+        candidates=candidates,
+        cost=store.cost_by_role(run_id),
+        metric_calls=len(optimizing),
+        errors=len(errors),
+        error_kinds=dict(Counter(e.error_kind or "unknown" for e in errors)),
+        proposals=dict(Counter(p.status for p in store.proposals(run_id))),
+        diff=diff,
+        curve=curve,
+        val_items=len(val_ref),
+        test_items=len(test_ref),
+        stale=stale,
+        wall_seconds=wall,
+    )
+
+
+def _lines(text: str) -> list[str]:
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"  # a last line without newline would glue onto the next diff line
+    return lines
+
+
+# --------------------------------------------------------------------------------------------
+# Formatting shared by both renderings.
+
+
+def _score(value: float | None, items: int, errors: int, expected: int) -> str:
+    if value is None and items == 0:
+        return "-"
+    parts = [f"{value:.3f}" if value is not None else "-"]
+    detail = []
+    if items < expected:
+        detail.append(f"{items} of {expected} items")
+    if errors:
+        detail.append(f"{errors} error{'s' if errors != 1 else ''}")
+    if detail:
+        parts.append(f"({', '.join(detail)})")
+    return " ".join(parts)
+
+
+def _val(c: CandidateSummary | None, s: RunSummary) -> str:
+    return "-" if c is None else _score(c.val_score, c.val_items, c.val_errors, s.val_items)
+
+
+def _test(c: CandidateSummary | None, s: RunSummary) -> str:
+    return "-" if c is None else _score(c.test_score, c.test_items, c.test_errors, s.test_items)
+
+
+def _delta(a: float | None, b: float | None) -> str:
+    return "" if a is None or b is None else f"{b - a:+.3f}"
+
+
+def _usd(t: LedgerTotals) -> str:
+    priced = t.calls - t.failed_calls - t.unpriced_calls
+    if t.unpriced_calls and priced <= 0:
+        return "unpriced"
+    text = f"${t.cost_usd:.4f}"
+    return f"{text} + {t.unpriced_calls} unpriced" if t.unpriced_calls else text
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+def _total(cost: dict[str, LedgerTotals]) -> LedgerTotals:
+    values = list(cost.values())
+    return LedgerTotals(
+        calls=sum(t.calls for t in values),
+        failed_calls=sum(t.failed_calls for t in values),
+        cached_calls=sum(t.cached_calls for t in values),
+        input_tokens=sum(t.input_tokens for t in values),
+        output_tokens=sum(t.output_tokens for t in values),
+        cost_usd=sum(t.cost_usd for t in values),
+        unpriced_calls=sum(t.unpriced_calls for t in values),
+        elapsed_ms=sum(t.elapsed_ms for t in values),
+    )
+
+
+def _cost_rows(s: RunSummary) -> list[list[str]]:
+    rows = []
+    for role, t in [*s.cost.items(), ("total", _total(s.cost))]:
+        rows.append(
+            [
+                role,
+                str(t.calls),
+                str(t.cached_calls),
+                str(t.failed_calls),
+                f"{t.input_tokens:,}",
+                f"{t.output_tokens:,}",
+                _usd(t),
+                _duration(t.elapsed_ms / 1000),
+            ]
+        )
+    return rows
+
+
+_COST_HEADER = ["role", "calls", "cached", "failed", "in tokens", "out tokens", "USD", "time"]
+
+
+def _table(
+    header: list[str], rows: list[list[str]], *, text_columns: int = 1, indent: str = "  "
+) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        # Names left-aligned, figures right-aligned.
+        out = [
+            cell.ljust(w) if i < text_columns else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(cells, widths, strict=True))
+        ]
+        return (indent + "  ".join(out)).rstrip()
+
+    return [line(header), indent + "  ".join("-" * w for w in widths), *map(line, rows)]
+
+
+def _budget_calls(s: RunSummary) -> str:
+    limit = s.run.budget.get("max_metric_calls")
+    return f"{s.metric_calls} of {limit}" if limit else str(s.metric_calls)
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
+
+
+def _objective_rows(s: RunSummary) -> list[list[str]]:
+    seed_obj = s.seed.objectives if s.seed else {}
+    best_obj = s.best.objectives if s.best else {}
+    rows = []
+    for name in sorted(set(seed_obj) | set(best_obj)):
+        a, b = seed_obj.get(name), best_obj.get(name)
+        rows.append(
+            [
+                name,
+                "-" if a is None else f"{a:.3f}",
+                "-" if b is None else f"{b:.3f}",
+                _delta(a, b),
+            ]
+        )
+    return rows
+
+
+def _candidate_rows(s: RunSummary) -> list[list[str]]:
+    rows = []
+    for c in s.candidates:
+        role = []
+        if s.seed is not None and c.id == s.seed.id:
+            role.append("seed")
+        if s.best is not None and c.id == s.best.id:
+            role.append("best")
+        rows.append(
+            [
+                c.id,
+                ", ".join(c.parents) or "-",
+                _val(c, s),
+                _test(c, s),
+                str(c.val_errors + c.test_errors),
+                " ".join(role),
+            ]
+        )
+    return rows
+
+
+_CANDIDATE_HEADER = ["candidate", "parents", "val", "test", "errors", ""]
+
+
+# --------------------------------------------------------------------------------------------
+# Text.
+
+
+def render_text(summary: RunSummary) -> str:
+    """The report as plain text for a terminal."""
+    s, run = summary, summary.run
+    out = [
+        f"Run {run.id}  {run.status}  engine {run.engine}  seed {run.seed}",
+        f"  started {run.created}  finished {run.finished or '-'}  "
+        f"wall time {_duration(s.wall_seconds)}",
+        f"  dataset {run.dataset_hash[:12]}  metric {s.metric_hash[:12]}",
+    ]
+    if run.error:
+        out.append(f"  error: {run.error}")
+    for key, value in sorted(run.notes.items()):
+        out.append(f"  {key}: {json.dumps(value)}")
+    out.append("")
+
+    seed_id = s.seed.id if s.seed else "-"
+    best_id = s.best.id if s.best else "-"
+    rows = [
+        ["baseline", seed_id, _val(s.seed, s), _test(s.seed, s)],
+        ["best", best_id, _val(s.best, s), _test(s.best, s)],
+    ]
+    if s.seed is not None and s.best is not None:
+        rows.append(
+            [
+                "change",
+                "",
+                _delta(s.seed.val_score, s.best.val_score),
+                _delta(s.seed.test_score, s.best.test_score),
+            ]
+        )
+    out.append(f"Scores (val: {s.val_items} items, test: {s.test_items} items)")
+    out += _table(["", "candidate", "val", "test"], rows, text_columns=2)
+    objectives = _objective_rows(s)
+    if objectives:
+        out += ["", "Objectives (val means)"]
+        out += _table(["objective", "baseline", "best", "change"], objectives)
+    out += ["", "Cost and time by role"]
+    out += _table(_COST_HEADER, _cost_rows(s))
+    out += [
+        "",
+        f"Metric calls used: {_budget_calls(s)}",
+        f"Evaluation errors: {s.errors}"
+        + (f" ({_counts(s.error_kinds)})" if s.error_kinds else ""),
+        f"Proposals: {_counts(s.proposals)}",
+    ]
+    if s.stale:
+        out.append(
+            f"Stale: {s.stale} evaluation(s) were scored under another metric; "
+            "rescore the run to count them"
+        )
+    if s.candidates:
+        out += ["", "Candidates"]
+        out += _table(_CANDIDATE_HEADER, _candidate_rows(s), text_columns=2)
+    out += ["", "Best candidate against the seed"]
+    if not s.diff:
+        out.append("  (no change: the best candidate is the seed)")
+    for text in s.diff.values():
+        out.append(text.rstrip("\n"))
+    return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# HTML.
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:1000px;
+color:#222;padding:0 1rem}
+h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:2rem}
+table{border-collapse:collapse;margin:.5rem 0}
+th,td{padding:.25rem .7rem;border-bottom:1px solid #ddd;text-align:right;vertical-align:top}
+th:first-child,td:first-child{text-align:left}
+.meta{color:#555}.mono,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.85rem}
+pre{background:#f6f8fa;padding:.8rem;overflow-x:auto}
+.add{color:#116329;background:#dafbe1;display:block}.del{color:#82071e;background:#ffebe9;
+display:block}.hunk{color:#6639ba;display:block}.err{color:#82071e}
+svg text{font-size:12px;fill:#333}
+"""
+
+
+def _h(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _html_table(header: list[str], rows: list[list[str]], mono_first: bool = False) -> str:
+    head = "".join(f"<th>{_h(h)}</th>" for h in header)
+    body = []
+    for row in rows:
+        cells = []
+        for i, cell in enumerate(row):
+            cls = ' class="mono"' if mono_first and i == 0 else ""
+            cells.append(f"<td{cls}>{_h(cell)}</td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _nice_step(span: float, target: int = 5) -> float:
+    """A round step (1, 2, 2.5 or 5 times a power of ten) giving about `target` intervals."""
+    raw = span / target if span > 0 else 1.0
+    magnitude = 10 ** math.floor(math.log10(raw))
+    return next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw * (1 - 1e-9))
+
+
+def _axis(lo: float, hi: float, *, integer: bool = False) -> tuple[float, float, list[float], int]:
+    """(axis low, axis high, ticks, decimals for labels) covering [lo, hi] on round numbers."""
+    step = _nice_step(hi - lo)
+    if integer:
+        step = max(1.0, float(math.ceil(step)))
+    low = math.floor(lo / step + 1e-9) * step
+    high = math.ceil(hi / step - 1e-9) * step
+    if high <= low:
+        low, high = low - step, high + step
+    count = round((high - low) / step)
+    ticks = [low + i * step for i in range(count + 1)]
+    decimals = 0 if integer else max(0, -math.floor(math.log10(step) + 1e-9))
+    if not integer and round(step * 10**decimals, 6) % 1:
+        decimals += 1  # a step like 0.25
+    return low, high, ticks, decimals
+
+
+def _svg_curve(curve: list[tuple[int, float]], metric_calls: int) -> str:
+    width, height = 640, 320
+    left, right, top, bottom = 64, 20, 20, 48
+    plot_w, plot_h = width - left - right, height - top - bottom
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" '
+        'aria-label="best val score against metric calls used">',
+        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" '
+        'stroke="#bbb"/>',
+        f'<text x="{left + plot_w / 2:.1f}" y="{height - 8}" text-anchor="middle">'
+        "metric calls used</text>",
+        f'<text x="16" y="{top + plot_h / 2:.1f}" text-anchor="middle" '
+        f'transform="rotate(-90 16 {top + plot_h / 2:.1f})">best val score</text>',
+    ]
+    if not curve:
+        parts.append(
+            f'<text x="{left + plot_w / 2:.1f}" y="{top + plot_h / 2:.1f}" '
+            'text-anchor="middle">no val score recorded yet</text></svg>'
+        )
+        return "".join(parts)
+
+    x_lo, x_hi, x_ticks, _ = _axis(0, max(metric_calls, curve[-1][0], 1), integer=True)
+    ys = [y for _, y in curve]
+    y_lo, y_hi, y_ticks, decimals = _axis(min(ys), max(ys))
+
+    def px(x: float) -> float:
+        return left + plot_w * (x - x_lo) / (x_hi - x_lo)
+
+    def py(y: float) -> float:
+        return top + plot_h * (1 - (y - y_lo) / (y_hi - y_lo))
+
+    for t in x_ticks:
+        parts.append(
+            f'<line x1="{px(t):.1f}" y1="{top + plot_h}" x2="{px(t):.1f}" '
+            f'y2="{top + plot_h + 4}" stroke="#888"/>'
+            f'<text x="{px(t):.1f}" y="{top + plot_h + 18}" text-anchor="middle">'
+            f"{round(t)}</text>"
+        )
+    for t in y_ticks:
+        parts.append(
+            f'<line x1="{left - 4}" y1="{py(t):.1f}" x2="{left}" y2="{py(t):.1f}" stroke="#888"/>'
+            f'<text x="{left - 8}" y="{py(t) + 4:.1f}" text-anchor="end">{t:.{decimals}f}</text>'
+        )
+    # Best-so-far is a step function: it holds its value until the next improvement.
+    points: list[tuple[float, float]] = []
+    for i, (x, y) in enumerate(curve):
+        if i:
+            points.append((x, curve[i - 1][1]))
+        points.append((x, y))
+    points.append((max(metric_calls, curve[-1][0]), curve[-1][1]))
+    path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in points)
+    parts.append(f'<polyline points="{path}" fill="none" stroke="#0969da" stroke-width="2"/>')
+    for x, y in curve:
+        parts.append(
+            f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="#0969da">'
+            f"<title>{x} metric calls: {y:.4f}</title></circle>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _html_diff(text: str) -> str:
+    lines = []
+    for line in text.splitlines():
+        if line.startswith(("+++", "---")):
+            cls = ""
+        elif line.startswith("+"):
+            cls = "add"
+        elif line.startswith("-"):
+            cls = "del"
+        elif line.startswith("@@"):
+            cls = "hunk"
+        else:
+            cls = ""
+        lines.append(f'<span class="{cls}">{_h(line)}</span>' if cls else _h(line))
+    return "<pre>" + "\n".join(lines) + "</pre>"
+
+
+def render_html(summary: RunSummary) -> str:
+    """The report as one self-contained HTML page (inline CSS and SVG, no scripts)."""
+    s, run = summary, summary.run
+    meta = [
+        f"status <b>{_h(run.status)}</b>",
+        f"engine {_h(run.engine)}",
+        f"seed {_h(run.seed)}",
+        f"started {_h(run.created)}",
+        f"finished {_h(run.finished or '-')}",
+        f"wall time {_h(_duration(s.wall_seconds))}",
+        f'dataset <span class="mono">{_h(run.dataset_hash[:12])}</span>',
+        f'metric <span class="mono">{_h(s.metric_hash[:12])}</span>',
+    ]
+    body = [
+        f"<h1>Skynet run {_h(run.id)}</h1>",
+        f'<p class="meta">{" · ".join(meta)}</p>',
+    ]
+    if run.error:
+        body.append(f'<p class="err">error: {_h(run.error)}</p>')
+    if run.notes:
+        notes = [[k, json.dumps(v)] for k, v in sorted(run.notes.items())]
+        body.append(_html_table(["note", "value"], notes))
+
+    rows = [
+        ["baseline", s.seed.id if s.seed else "-", _val(s.seed, s), _test(s.seed, s)],
+        ["best", s.best.id if s.best else "-", _val(s.best, s), _test(s.best, s)],
+    ]
+    if s.seed is not None and s.best is not None:
+        rows.append(
+            [
+                "change",
+                "",
+                _delta(s.seed.val_score, s.best.val_score),
+                _delta(s.seed.test_score, s.best.test_score),
+            ]
+        )
+    body.append(f"<h2>Baseline vs best (val: {s.val_items} items, test: {s.test_items} items)</h2>")
+    body.append(_html_table(["", "candidate", "val", "test"], rows))
+    objectives = _objective_rows(s)
+    if objectives:
+        body.append("<h2>Objectives (val means)</h2>")
+        body.append(_html_table(["objective", "baseline", "best", "change"], objectives))
+
+    body.append("<h2>Best val score against metric calls used</h2>")
+    body.append(_svg_curve(s.curve, s.metric_calls))
+
+    body.append("<h2>Cost and time by role</h2>")
+    body.append(_html_table(_COST_HEADER, _cost_rows(s)))
+    facts = [
+        f"Metric calls used: {_budget_calls(s)}",
+        f"Evaluation errors: {s.errors}"
+        + (f" ({_counts(s.error_kinds)})" if s.error_kinds else ""),
+        f"Proposals: {_counts(s.proposals)}",
+    ]
+    if s.stale:
+        facts.append(
+            f"Stale: {s.stale} evaluation(s) were scored under another metric; "
+            "rescore the run to count them"
+        )
+    body.append("<ul>" + "".join(f"<li>{_h(f)}</li>" for f in facts) + "</ul>")
+
+    body.append("<h2>Best candidate against the seed</h2>")
+    if not s.diff:
+        body.append("<p>No change: the best candidate is the seed.</p>")
+    for text in s.diff.values():
+        body.append(_html_diff(text))
+
+    body.append("<h2>Candidates</h2>")
+    body.append(_html_table(_CANDIDATE_HEADER, _candidate_rows(s), mono_first=True))
+
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>Skynet run {_h(run.id)}</title><style>{_CSS}</style></head>"
+        f"<body>{''.join(body)}</body></html>\n"
+    )

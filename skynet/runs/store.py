@@ -1,0 +1,890 @@
+"""The run store: every record of every run, in one SQLite file beside skynet.toml.
+
+`.skynet/runs.db` holds the runs (config, dataset and metric hashes, status), their candidates
+with lineage, every evaluation (output, score, feedback, scores, Observation, error), every model
+call by role and every proposal the reflection step made. Each write is committed at once, so a
+run killed at any point keeps everything it recorded and resumes without paying twice.
+
+The schema changes only through `MIGRATIONS`, an append-only list of numbered functions; the
+ones applied are recorded in the database with their time (simonw/llm's pattern). A database
+that records a migration this code does not know was written by a newer Skynet and is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import secrets
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from skynet.errors import ConfigError
+from skynet.evaluation import Result
+from skynet.measure import Observation
+from skynet.models.ledger import ROLES, CallRecord, LedgerTotals
+
+__all__ = [
+    "MIGRATIONS",
+    "RUN_STATUSES",
+    "CandidateRow",
+    "EvaluationRow",
+    "ProposalRow",
+    "RunRow",
+    "RunStore",
+    "runs_db_path",
+]
+
+RUNS_DIR = ".skynet"
+RUNS_DB = "runs.db"
+RUNNING = "running"
+RUN_STATUSES = ("running", "finished", "stopped", "aborted", "failed")
+BUSY_TIMEOUT_MS = 30_000
+_RECENT = 5  # how many run ids an "unknown run" error lists
+
+
+def runs_db_path(project_dir: Path) -> Path:
+    """Where the run store of a project lives: `.skynet/runs.db` beside skynet.toml.
+
+    Args:
+        project_dir: the directory holding skynet.toml.
+    """
+    return Path(project_dir) / RUNS_DIR / RUNS_DB
+
+
+# --------------------------------------------------------------------------------------------
+# Migrations. Append only: never edit or reorder one that has shipped; a change is a new one.
+# Each runs inside the transaction that records it, so it is applied entirely or not at all.
+
+
+def m001_initial(db: sqlite3.Connection) -> None:
+    """Runs, candidates, evaluations, model calls and proposals."""
+    db.execute(
+        """
+        CREATE TABLE runs (
+            id TEXT PRIMARY KEY,
+            created TEXT NOT NULL,
+            status TEXT NOT NULL,
+            config TEXT NOT NULL,
+            dataset_hash TEXT NOT NULL,
+            metric_hash TEXT NOT NULL,
+            seed INTEGER NOT NULL,
+            engine TEXT NOT NULL,
+            budget TEXT NOT NULL,
+            versions TEXT NOT NULL,
+            best_candidate_id TEXT,
+            seed_candidate_id TEXT,
+            error TEXT,
+            finished TEXT,
+            notes TEXT NOT NULL DEFAULT '{}'
+        )
+        """
+    )
+    db.execute(
+        """
+        CREATE TABLE candidates (
+            run_id TEXT NOT NULL REFERENCES runs(id),
+            id TEXT NOT NULL,
+            content TEXT NOT NULL,
+            parents TEXT NOT NULL DEFAULT '[]',
+            seq INTEGER NOT NULL,
+            created TEXT NOT NULL,
+            PRIMARY KEY (run_id, id)
+        )
+        """
+    )
+    db.execute(
+        """
+        CREATE TABLE evaluations (
+            run_id TEXT NOT NULL REFERENCES runs(id),
+            candidate_id TEXT NOT NULL,
+            split TEXT NOT NULL,
+            item_id TEXT NOT NULL,
+            output TEXT,
+            output_is_repr INTEGER NOT NULL DEFAULT 0,
+            score REAL,
+            feedback TEXT NOT NULL DEFAULT '',
+            scores TEXT NOT NULL DEFAULT '{}',
+            extra TEXT NOT NULL DEFAULT '{}',
+            observation TEXT,
+            error TEXT,
+            error_kind TEXT,
+            traceback TEXT NOT NULL DEFAULT '',
+            notes TEXT NOT NULL DEFAULT '[]',
+            metric_hash TEXT NOT NULL,
+            created TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            UNIQUE (run_id, candidate_id, item_id, metric_hash)
+        )
+        """
+    )
+    db.execute("CREATE INDEX evaluations_run_seq ON evaluations (run_id, seq)")
+    db.execute(
+        """
+        CREATE TABLE calls (
+            run_id TEXT NOT NULL REFERENCES runs(id),
+            seq INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            model TEXT NOT NULL,
+            elapsed_ms REAL NOT NULL,
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            cost_usd REAL,
+            cached INTEGER NOT NULL,
+            attempts INTEGER NOT NULL,
+            ok INTEGER NOT NULL,
+            error TEXT NOT NULL,
+            item_id TEXT,
+            created TEXT NOT NULL
+        )
+        """
+    )
+    db.execute("CREATE INDEX calls_run ON calls (run_id, role)")
+    db.execute(
+        """
+        CREATE TABLE proposals (
+            run_id TEXT NOT NULL REFERENCES runs(id),
+            seq INTEGER NOT NULL,
+            parent_id TEXT,
+            status TEXT NOT NULL,
+            detail TEXT NOT NULL,
+            text TEXT NOT NULL,
+            created TEXT NOT NULL
+        )
+        """
+    )
+    db.execute("CREATE INDEX proposals_run ON proposals (run_id, seq)")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_initial]
+
+_MIGRATIONS_TABLE = "skynet_migrations"
+
+
+# --------------------------------------------------------------------------------------------
+# Rows handed out by the store.
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRow:
+    """One run as recorded.
+
+    Attributes:
+        id: readable unique id, e.g. "20261202-154501-3fa2" (UTC start time + 4 hex digits).
+        created: ISO-8601 UTC time the run was created.
+        status: one of running, finished, stopped, aborted, failed.
+        config: the resolved configuration the run started with.
+        dataset_hash: hash of the dataset the run used.
+        metric_hash: hash of the metric source the run started with.
+        seed: the engine's random seed.
+        engine: the engine's name.
+        budget: the budget limits the run started with.
+        versions: versions of Skynet and its engines.
+        best_candidate_id: the best candidate so far, when the engine has said.
+        seed_candidate_id: the starting (baseline) candidate.
+        error: why the run failed or was aborted, when it did.
+        finished: ISO-8601 UTC time the run ended (None while running).
+        notes: free-form JSON facts about the run (e.g. choices the engine made).
+    """
+
+    id: str
+    created: str
+    status: str
+    config: dict[str, Any]
+    dataset_hash: str
+    metric_hash: str
+    seed: int
+    engine: str
+    budget: dict[str, Any]
+    versions: dict[str, Any]
+    best_candidate_id: str | None = None
+    seed_candidate_id: str | None = None
+    error: str | None = None
+    finished: str | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CandidateRow:
+    """One candidate of a run: its components' text, its parents and first-seen order."""
+
+    id: str
+    content: dict[str, str]
+    parents: list[str]
+    seq: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvaluationRow:
+    """One recorded evaluation of a candidate on an item.
+
+    Attributes:
+        output: the artifact's output; when it was not JSON-able, its repr (output_is_repr).
+        score: None when the evaluation is an error.
+        observation: the Observation's fields, or None when none was recorded.
+        seq: order of recording within the run (1, 2, …).
+        metric_hash: the metric the score came from (another hash than the run's: stale).
+    """
+
+    item_id: str
+    candidate_id: str
+    split: str
+    output: Any
+    score: float | None
+    feedback: str
+    scores: dict[str, float]
+    observation: dict[str, Any] | None
+    error: str | None
+    error_kind: str | None
+    seq: int
+    metric_hash: str
+    output_is_repr: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+    traceback: str = ""
+    notes: tuple[str, ...] = ()
+    created: str = ""
+
+    def result(self) -> Result:
+        """The skynet.Result this row records (Observation rebuilt from its fields)."""
+        return Result(
+            item_id=self.item_id,
+            output=self.output,
+            score=self.score,
+            feedback=self.feedback,
+            scores=dict(self.scores),
+            extra=dict(self.extra),
+            observation=_observation_from(self.observation),
+            error=self.error,
+            error_kind=self.error_kind,
+            traceback=self.traceback,
+            notes=self.notes,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProposalRow:
+    """One proposal of the reflection step: accepted, rejected, empty or failed, and why."""
+
+    seq: int
+    parent_id: str | None
+    status: str
+    detail: str
+    text: str
+    created: str
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers.
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _dumps(value: Any) -> str:
+    # Anything a user hands over (extra, notes) is kept: what JSON cannot hold is kept as its repr.
+    return json.dumps(value, default=repr, sort_keys=False)
+
+
+def _encode_output(output: Any) -> tuple[str, bool]:
+    try:
+        return json.dumps(output), False
+    except (TypeError, ValueError, RecursionError):
+        return json.dumps(repr(output)), True
+
+
+_OBS_FIELDS = tuple(f.name for f in dataclasses.fields(Observation))
+
+
+def _observation_from(data: dict[str, Any] | None) -> Observation | None:
+    if data is None:
+        return None
+    # Keep only the fields this Observation has: an older record lacks none that are required.
+    return Observation(**{k: v for k, v in data.items() if k in _OBS_FIELDS})
+
+
+def _float_or_none(value: Any) -> float | None:
+    if value is None:
+        return None
+    number = float(value)
+    return None if math.isnan(number) else number
+
+
+class RunStore:
+    """The run store of one project: a SQLite file in WAL mode, safe to share between threads.
+
+    Every write is committed before the call returns. Opening the store creates the file and its
+    directory when missing and applies any migration not yet recorded.
+
+    Args:
+        path: the database file, usually `runs_db_path(project_dir)` (`.skynet/runs.db`).
+
+    Raises:
+        ConfigError: the file is not a run store, or was written by a newer Skynet.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot create the run store directory {self.path.parent}: {exc}; "
+                "make the project directory writable"
+            ) from exc
+        # isolation_level=None: no implicit transactions; each write commits at once unless it
+        # is grouped explicitly in _transaction().
+        self._db = sqlite3.connect(
+            str(self.path), check_same_thread=False, isolation_level=None, timeout=30
+        )
+        self._db.row_factory = sqlite3.Row
+        try:
+            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA synchronous = FULL")
+            self._db.execute("PRAGMA foreign_keys = ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            if getattr(exc, "sqlite_errorname", "") == "SQLITE_NOTADB" or "not a database" in str(
+                exc
+            ):
+                raise ConfigError(
+                    f"{self.path} is not a Skynet run store ({exc}); move it aside, and Skynet "
+                    "will create a new one"
+                ) from exc
+            raise ConfigError(
+                f"cannot open the run store {self.path}: {exc}; check that the file is "
+                "writable and that no other process has held it locked for "
+                f"{BUSY_TIMEOUT_MS // 1000} s"
+            ) from exc
+        except BaseException:
+            self._db.close()
+            raise
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the database. Everything written is already committed."""
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        # BEGIN IMMEDIATE takes the write lock up front, so a read-then-write (a seq number, a
+        # notes update) cannot race another process writing the same run.
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        known = [m.__name__ for m in MIGRATIONS]
+        with self._transaction() as db:
+            db.execute(
+                f"CREATE TABLE IF NOT EXISTS {_MIGRATIONS_TABLE} "
+                "(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, applied TEXT NOT NULL)"
+            )
+            applied = [
+                r["name"] for r in db.execute(f"SELECT name FROM {_MIGRATIONS_TABLE} ORDER BY id")
+            ]
+            unknown = [name for name in applied if name not in known]
+            if unknown:
+                raise ConfigError(
+                    f"{self.path} was made by a newer Skynet: it records schema migration(s) "
+                    f"{', '.join(unknown)} that this version does not know; upgrade Skynet "
+                    "(pip install -U skynet-optimizer) to read it"
+                )
+            for migration in MIGRATIONS:
+                if migration.__name__ in applied:
+                    continue
+                migration(db)
+                db.execute(
+                    f"INSERT INTO {_MIGRATIONS_TABLE} (name, applied) VALUES (?, ?)",
+                    (migration.__name__, _now()),
+                )
+
+    def migrations(self) -> list[tuple[str, str]]:
+        """The migrations applied to this database, in order, as (name, ISO time applied)."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT name, applied FROM {_MIGRATIONS_TABLE} ORDER BY id"
+            ).fetchall()
+        return [(r["name"], r["applied"]) for r in rows]
+
+    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
+
+    def _write(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        with self._lock:
+            return self._db.execute(sql, params).rowcount
+
+    # -- runs -----------------------------------------------------------------------------------
+
+    def create_run(
+        self,
+        *,
+        config: dict[str, Any],
+        dataset_hash: str,
+        metric_hash: str,
+        seed: int,
+        engine: str,
+        budget: dict[str, Any],
+        versions: dict[str, Any],
+    ) -> str:
+        """Record a new run with status "running".
+
+        Args:
+            config: the resolved configuration (JSON-able).
+            dataset_hash: hash of the dataset.
+            metric_hash: hash of the metric source.
+            seed: the engine's random seed.
+            engine: the engine's name.
+            budget: the budget limits.
+            versions: versions of Skynet and the engine libraries.
+
+        Returns:
+            The new run's id, e.g. "20261202-154501-3fa2" (UTC time and 4 random hex digits).
+        """
+        now = datetime.now(timezone.utc)
+        for _ in range(100):
+            run_id = f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+            try:
+                self._write(
+                    "INSERT INTO runs (id, created, status, config, dataset_hash, metric_hash, "
+                    "seed, engine, budget, versions, notes) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '{}')",
+                    (
+                        run_id,
+                        now.isoformat(timespec="milliseconds"),
+                        RUNNING,
+                        _dumps(config),
+                        dataset_hash,
+                        metric_hash,
+                        int(seed),
+                        engine,
+                        _dumps(budget),
+                        _dumps(versions),
+                    ),
+                )
+            except sqlite3.IntegrityError:
+                continue  # two runs started in the same second drew the same suffix
+            return run_id
+        raise RuntimeError("could not draw a unique run id in 100 tries")  # pragma: no cover
+
+    @staticmethod
+    def _run_row(r: sqlite3.Row) -> RunRow:
+        return RunRow(
+            id=r["id"],
+            created=r["created"],
+            status=r["status"],
+            config=json.loads(r["config"]),
+            dataset_hash=r["dataset_hash"],
+            metric_hash=r["metric_hash"],
+            seed=r["seed"],
+            engine=r["engine"],
+            budget=json.loads(r["budget"]),
+            versions=json.loads(r["versions"]),
+            best_candidate_id=r["best_candidate_id"],
+            seed_candidate_id=r["seed_candidate_id"],
+            error=r["error"],
+            finished=r["finished"],
+            notes=json.loads(r["notes"]),
+        )
+
+    def _unknown_run(self, run_id: str) -> ConfigError:
+        recent = [
+            r["id"]
+            for r in self._query(
+                "SELECT id FROM runs ORDER BY created DESC, rowid DESC LIMIT ?", (_RECENT,)
+            )
+        ]
+        if not recent:
+            return ConfigError(
+                f"no run '{run_id}' in {self.path}: it holds no runs yet; start one with "
+                "`skynet run`"
+            )
+        return ConfigError(
+            f"no run '{run_id}' in {self.path}; the most recent are: {', '.join(recent)}. "
+            "Pass one of those ids"
+        )
+
+    def get_run(self, run_id: str) -> RunRow:
+        """The run with this id.
+
+        Raises:
+            ConfigError: no such run; the message lists the most recent ids.
+        """
+        rows = self._query("SELECT * FROM runs WHERE id = ?", (run_id,))
+        if not rows:
+            raise self._unknown_run(run_id)
+        return self._run_row(rows[0])
+
+    def latest_run(self) -> RunRow | None:
+        """The most recently created run, or None when there is none."""
+        rows = self._query("SELECT * FROM runs ORDER BY created DESC, rowid DESC LIMIT 1")
+        return self._run_row(rows[0]) if rows else None
+
+    def list_runs(self) -> list[RunRow]:
+        """Every run, newest first."""
+        rows = self._query("SELECT * FROM runs ORDER BY created DESC, rowid DESC")
+        return [self._run_row(r) for r in rows]
+
+    def _update_run(self, run_id: str, sql: str, params: tuple[Any, ...]) -> None:
+        if self._write(f"UPDATE runs SET {sql} WHERE id = ?", (*params, run_id)) == 0:
+            raise self._unknown_run(run_id)
+
+    def set_status(self, run_id: str, status: str, *, error: str | None = None) -> None:
+        """Set a run's status; any status but "running" also stamps the finish time.
+
+        Args:
+            run_id: the run.
+            status: one of running, finished, stopped, aborted, failed.
+            error: why it failed or was aborted (cleared when None).
+
+        Raises:
+            ValueError: the status is not one of the above.
+            ConfigError: no such run.
+        """
+        if status not in RUN_STATUSES:
+            raise ValueError(
+                f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}; pass one of those"
+            )
+        finished = None if status == RUNNING else _now()
+        self._update_run(run_id, "status = ?, error = ?, finished = ?", (status, error, finished))
+
+    def set_best(self, run_id: str, candidate_id: str) -> None:
+        """Record the run's best candidate so far."""
+        self._update_run(run_id, "best_candidate_id = ?", (candidate_id,))
+
+    def set_seed_candidate(self, run_id: str, candidate_id: str) -> None:
+        """Record the run's starting (baseline) candidate."""
+        self._update_run(run_id, "seed_candidate_id = ?", (candidate_id,))
+
+    def set_note(self, run_id: str, key: str, value: Any) -> None:
+        """Set one key of the run's notes (a JSON object), e.g. a choice the engine made.
+
+        Raises:
+            ConfigError: no such run.
+            TypeError: the value is not JSON-able.
+        """
+        encoded = json.loads(json.dumps(value))
+        with self._transaction() as db:
+            row = db.execute("SELECT notes FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise self._unknown_run(run_id)
+            notes = json.loads(row["notes"])
+            notes[key] = encoded
+            db.execute("UPDATE runs SET notes = ? WHERE id = ?", (json.dumps(notes), run_id))
+
+    # -- candidates -----------------------------------------------------------------------------
+
+    def add_candidate(
+        self,
+        run_id: str,
+        candidate_id: str,
+        content: dict[str, str],
+        parents: list[str] | None = None,
+    ) -> None:
+        """Record a candidate of a run. Idempotent: the first call fixes its content and order.
+
+        Args:
+            run_id: the run.
+            candidate_id: the candidate's id (stable for its content).
+            content: component name → text.
+            parents: ids of the candidates it was derived from; a later call that passes
+                parents replaces the recorded ones.
+        """
+        try:
+            self._add_candidate(run_id, candidate_id, content, parents)
+        except sqlite3.IntegrityError as exc:  # foreign key: the run does not exist
+            raise self._unknown_run(run_id) from exc
+
+    def _add_candidate(
+        self, run_id: str, candidate_id: str, content: dict[str, str], parents: list[str] | None
+    ) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO candidates (run_id, id, content, parents, seq, created) "
+                "SELECT ?, ?, ?, ?, COALESCE(MAX(seq), 0) + 1, ? FROM candidates WHERE run_id = ?",
+                (
+                    run_id,
+                    candidate_id,
+                    json.dumps(dict(content)),
+                    json.dumps(list(parents or [])),
+                    _now(),
+                    run_id,
+                ),
+            )
+            if parents is not None:
+                db.execute(
+                    "UPDATE candidates SET parents = ? WHERE run_id = ? AND id = ?",
+                    (json.dumps(list(parents)), run_id, candidate_id),
+                )
+
+    def candidates(self, run_id: str) -> list[CandidateRow]:
+        """The run's candidates in first-seen order."""
+        rows = self._query("SELECT * FROM candidates WHERE run_id = ? ORDER BY seq", (run_id,))
+        return [
+            CandidateRow(
+                id=r["id"],
+                content=json.loads(r["content"]),
+                parents=json.loads(r["parents"]),
+                seq=r["seq"],
+            )
+            for r in rows
+        ]
+
+    # -- evaluations ----------------------------------------------------------------------------
+
+    def record_evaluation(
+        self, run_id: str, candidate_id: str, split: str, result: Result, metric_hash: str
+    ) -> None:
+        """Record one evaluation. Recording the same (candidate, item, metric) again is a no-op.
+
+        Args:
+            run_id: the run.
+            candidate_id: the candidate evaluated.
+            split: the item's split ("train", "val", "test").
+            result: what Evaluation returned.
+            metric_hash: hash of the metric that scored it.
+        """
+        output, output_is_repr = _encode_output(result.output)
+        obs = None if result.observation is None else _dumps(result.observation.as_dict())
+        try:
+            with self._transaction() as db:
+                db.execute(
+                    "INSERT OR IGNORE INTO evaluations (run_id, candidate_id, split, item_id, "
+                    "output, output_is_repr, score, feedback, scores, extra, observation, error, "
+                    "error_kind, traceback, notes, metric_hash, created, seq) "
+                    "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                    "COALESCE(MAX(seq), 0) + 1 FROM evaluations WHERE run_id = ?",
+                    (
+                        run_id,
+                        candidate_id,
+                        split,
+                        result.item_id,
+                        output,
+                        int(output_is_repr),
+                        None if result.error is not None else _float_or_none(result.score),
+                        result.feedback,
+                        _dumps(dict(result.scores)),
+                        _dumps(dict(result.extra)),
+                        obs,
+                        result.error,
+                        result.error_kind,
+                        result.traceback,
+                        _dumps(list(result.notes)),
+                        metric_hash,
+                        _now(),
+                        run_id,
+                    ),
+                )
+        except sqlite3.IntegrityError as exc:  # foreign key: the run does not exist
+            raise self._unknown_run(run_id) from exc
+
+    @staticmethod
+    def _evaluation_row(r: sqlite3.Row) -> EvaluationRow:
+        return EvaluationRow(
+            item_id=r["item_id"],
+            candidate_id=r["candidate_id"],
+            split=r["split"],
+            output=None if r["output"] is None else json.loads(r["output"]),
+            score=r["score"],
+            feedback=r["feedback"],
+            scores=json.loads(r["scores"]),
+            observation=None if r["observation"] is None else json.loads(r["observation"]),
+            error=r["error"],
+            error_kind=r["error_kind"],
+            seq=r["seq"],
+            metric_hash=r["metric_hash"],
+            output_is_repr=bool(r["output_is_repr"]),
+            extra=json.loads(r["extra"]),
+            traceback=r["traceback"],
+            notes=tuple(json.loads(r["notes"])),
+            created=r["created"],
+        )
+
+    def find_evaluation(
+        self, run_id: str, candidate_id: str, item_id: str, metric_hash: str
+    ) -> Result | None:
+        """The recorded Result of this candidate on this item under this metric, if any.
+
+        This is how a resumed run avoids paying twice for what it recorded.
+        """
+        rows = self._query(
+            "SELECT * FROM evaluations WHERE run_id = ? AND candidate_id = ? AND item_id = ? "
+            "AND metric_hash = ?",
+            (run_id, candidate_id, item_id, metric_hash),
+        )
+        return self._evaluation_row(rows[0]).result() if rows else None
+
+    def evaluations(
+        self, run_id: str, *, candidate_id: str | None = None, split: str | None = None
+    ) -> list[EvaluationRow]:
+        """The run's evaluations in recording order, optionally of one candidate or split."""
+        sql = "SELECT * FROM evaluations WHERE run_id = ?"
+        params: list[Any] = [run_id]
+        if candidate_id is not None:
+            sql += " AND candidate_id = ?"
+            params.append(candidate_id)
+        if split is not None:
+            sql += " AND split = ?"
+            params.append(split)
+        rows = self._query(sql + " ORDER BY seq", tuple(params))
+        return [self._evaluation_row(r) for r in rows]
+
+    # -- model calls ----------------------------------------------------------------------------
+
+    def record_call(self, run_id: str, record: CallRecord) -> None:
+        """Record one model call (any role) of a run."""
+        try:
+            with self._transaction() as db:
+                db.execute(
+                    "INSERT INTO calls (run_id, seq, role, model, elapsed_ms, input_tokens, "
+                    "output_tokens, cost_usd, cached, attempts, ok, error, item_id, created) "
+                    "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+                    "FROM calls WHERE run_id = ?",
+                    (
+                        run_id,
+                        record.role,
+                        record.model,
+                        float(record.elapsed_ms),
+                        int(record.input_tokens),
+                        int(record.output_tokens),
+                        record.cost_usd,
+                        int(record.cached),
+                        int(record.attempts),
+                        int(record.ok),
+                        record.error,
+                        record.item_id,
+                        _now(),
+                        run_id,
+                    ),
+                )
+        except sqlite3.IntegrityError as exc:
+            raise self._unknown_run(run_id) from exc
+
+    def calls(self, run_id: str) -> list[CallRecord]:
+        """The run's model calls in recording order."""
+        rows = self._query("SELECT * FROM calls WHERE run_id = ? ORDER BY seq", (run_id,))
+        return [
+            CallRecord(
+                role=r["role"],
+                model=r["model"],
+                elapsed_ms=r["elapsed_ms"],
+                input_tokens=r["input_tokens"],
+                output_tokens=r["output_tokens"],
+                cost_usd=r["cost_usd"],
+                cached=bool(r["cached"]),
+                attempts=r["attempts"],
+                ok=bool(r["ok"]),
+                error=r["error"],
+                item_id=r["item_id"],
+            )
+            for r in rows
+        ]
+
+    def cost_by_role(self, run_id: str) -> dict[str, LedgerTotals]:
+        """Totals of the run's model calls per role, the same sums a live Ledger makes.
+
+        task, reflection and metric are always present. cost_usd adds the priced calls that
+        were not served from the cache; unpriced_calls counts the calls with no known price.
+        """
+        rows = self._query(
+            """
+            SELECT role,
+                COUNT(*) AS calls,
+                SUM(ok = 0) AS failed_calls,
+                SUM(ok = 1 AND cached = 1) AS cached_calls,
+                SUM(CASE WHEN ok = 1 THEN input_tokens ELSE 0 END) AS input_tokens,
+                SUM(CASE WHEN ok = 1 THEN output_tokens ELSE 0 END) AS output_tokens,
+                SUM(CASE WHEN ok = 1 AND cached = 0 AND cost_usd IS NOT NULL
+                    THEN cost_usd ELSE 0 END) AS cost_usd,
+                SUM(ok = 1 AND cost_usd IS NULL) AS unpriced_calls,
+                SUM(elapsed_ms) AS elapsed_ms
+            FROM calls WHERE run_id = ? GROUP BY role
+            """,
+            (run_id,),
+        )
+        empty = LedgerTotals(
+            calls=0,
+            failed_calls=0,
+            cached_calls=0,
+            input_tokens=0,
+            output_tokens=0,
+            cost_usd=0.0,
+            unpriced_calls=0,
+            elapsed_ms=0.0,
+        )
+        totals: dict[str, LedgerTotals] = dict.fromkeys(ROLES, empty)
+        for r in rows:
+            totals[r["role"]] = LedgerTotals(
+                calls=int(r["calls"]),
+                failed_calls=int(r["failed_calls"]),
+                cached_calls=int(r["cached_calls"]),
+                input_tokens=int(r["input_tokens"]),
+                output_tokens=int(r["output_tokens"]),
+                cost_usd=float(r["cost_usd"]),
+                unpriced_calls=int(r["unpriced_calls"]),
+                elapsed_ms=float(r["elapsed_ms"]),
+            )
+        return totals
+
+    # -- proposals ------------------------------------------------------------------------------
+
+    def record_proposal(
+        self, run_id: str, *, parent_id: str | None, status: str, detail: str, text: str = ""
+    ) -> None:
+        """Record one proposal of the reflection step.
+
+        Args:
+            run_id: the run.
+            parent_id: the candidate it was derived from.
+            status: e.g. "accepted", "rejected", "empty", "failed".
+            detail: why, in one line.
+            text: the proposed text, when there was one.
+        """
+        try:
+            with self._transaction() as db:
+                db.execute(
+                    "INSERT INTO proposals (run_id, seq, parent_id, status, detail, text, "
+                    "created) SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ? "
+                    "FROM proposals WHERE run_id = ?",
+                    (run_id, parent_id, status, detail, text, _now(), run_id),
+                )
+        except sqlite3.IntegrityError as exc:
+            raise self._unknown_run(run_id) from exc
+
+    def proposals(self, run_id: str) -> list[ProposalRow]:
+        """The run's proposals in recording order."""
+        rows = self._query("SELECT * FROM proposals WHERE run_id = ? ORDER BY seq", (run_id,))
+        return [
+            ProposalRow(
+                seq=r["seq"],
+                parent_id=r["parent_id"],
+                status=r["status"],
+                detail=r["detail"],
+                text=r["text"],
+                created=r["created"],
+            )
+            for r in rows
+        ]
