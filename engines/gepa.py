@@ -109,9 +109,9 @@ class GepaEngine:
 
     name = "gepa"
 
-    def min_metric_calls(self, ctx: EngineContext) -> int:
+    def min_metric_calls(self, *, train: int, val: int, minibatch_size: int) -> int:
         # The seed on the whole val set, then one reflection step: parent and child on a minibatch.
-        return len(ctx.val) + 2 * min(ctx.minibatch_size, len(ctx.train))
+        return val + 2 * min(minibatch_size, train)
 
     def optimize(self, ctx: EngineContext) -> EngineOutcome:
         from gepa.optimize_anything import (

@@ -73,7 +73,7 @@ class Engine(Protocol):
 
     name: str
 
-    def min_metric_calls(self, ctx: EngineContext) -> int:
+    def min_metric_calls(self, *, train: int, val: int, minibatch_size: int) -> int:
         """The smallest metric-call budget with which the engine can propose even once."""
         ...
 

@@ -209,10 +209,21 @@ def run(
 
     engine_name, why = _resolve_engine(project, say)
     engine = get_engine(engine_name)
+    train, val = project.dataset.train, project.dataset.val
+    minibatch = min(cfg.engine.reflection_minibatch_size, len(train))
+    needed = engine.min_metric_calls(
+        train=len(train), val=len(val), minibatch_size=cfg.engine.reflection_minibatch_size
+    )
+    if cfg.budget.max_metric_calls is not None and cfg.budget.max_metric_calls < needed:
+        raise ConfigError(
+            f"budget.max_metric_calls = {cfg.budget.max_metric_calls} is too small: the "
+            f"{engine_name} engine needs at least {needed} ({len(val)} val items for the seed, "
+            f"then a reflection step on {minibatch} train items, twice) to propose once; use "
+            f"--max-metric-calls {needed} or more"
+        )
     store = project.open_store()
     seed = dict(project.artifact.components)
     metric_hash = project.metric.source_hash
-    train, val = project.dataset.train, project.dataset.val
     split_of = {item.id: "train" for item in train} | {item.id: "val" for item in val}
 
     if resume:
@@ -318,16 +329,6 @@ def run(
         concurrency=cfg.engine.concurrency,
         log=say,
     )
-    needed = engine.min_metric_calls(ctx)
-    if cfg.budget.max_metric_calls is not None and cfg.budget.max_metric_calls < needed:
-        store.set_status(run_id, "failed", error="budget too small")
-        raise ConfigError(
-            f"budget.max_metric_calls = {cfg.budget.max_metric_calls} is too small: the "
-            f"{engine_name} engine needs at least {needed} ({len(val)} val items for the seed, "
-            f"then a reflection step on {min(cfg.engine.reflection_minibatch_size, len(train))} "
-            f"train items, twice) to propose once; use --max-metric-calls {needed} or more"
-        )
-
     try:
         outcome = engine.optimize(ctx)
     except KeyboardInterrupt:

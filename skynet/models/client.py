@@ -333,6 +333,10 @@ class Models:
             extra["api_base"] = s.api_base
         if s.api_key:
             extra["api_key"] = s.api_key
+        elif s.api_base and model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
+            # OpenAI-compatible local servers (vLLM, llama.cpp, Ollama) take no key, but the
+            # OpenAI client refuses to send a request without one.
+            extra["api_key"] = "sk-no-key"
         # Skynet retries; litellm and the OpenAI client must not retry underneath it.
         return litellm.completion(
             model=model,

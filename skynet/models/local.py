@@ -49,6 +49,10 @@ def load(name: str = "smollm2") -> Any:
     with _load_lock:
         if name in _loaded:
             return _loaded[name]
+        # llama.cpp's OpenMP threads spin while they wait; on a busy machine (2 cores, other
+        # work) spinning threads slow a 40-token reply from ~1 s to ~17 s. Passive waiting
+        # costs nothing measurable when the machine is idle. Must be set before the import.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             from llama_cpp import Llama
         except ImportError as exc:
@@ -58,7 +62,7 @@ def load(name: str = "smollm2") -> Any:
         llm = Llama(
             model_path=str(weights_path(name)),
             n_ctx=int(os.environ.get("SKYNET_LOCAL_N_CTX", "4096")),
-            n_threads=max(1, min(4, os.cpu_count() or 1)),
+            n_threads=int(os.environ.get("SKYNET_LOCAL_THREADS", min(2, os.cpu_count() or 1))),
             seed=0,
             verbose=False,
         )

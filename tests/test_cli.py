@@ -1,0 +1,284 @@
+"""The `skynet` command end to end against the loopback scripted server:
+init → check → run → kill → resume → show → eval, and the user errors (exit code 2, one line)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from skynet.cli import main
+from skynet.testing import reply
+
+COUNTRIES = [
+    ("France", "Paris"), ("Japan", "Tokyo"), ("Italy", "Rome"), ("Peru", "Lima"),
+    ("Egypt", "Cairo"), ("Kenya", "Nairobi"), ("Spain", "Madrid"), ("Chile", "Santiago"),
+    ("Greece", "Athens"), ("Norway", "Oslo"), ("Cuba", "Havana"), ("Nepal", "Kathmandu"),
+    ("Iran", "Tehran"), ("Iraq", "Baghdad"), ("Ghana", "Accra"), ("Mali", "Bamako"),
+]  # fmt: skip
+CAPITAL = dict(COUNTRIES)
+BETTER = "Name the capital city of the country."
+
+
+def task_responder(body):
+    """The scripted model: names the capital only when the instruction asks for it."""
+    messages = body["messages"]
+    system = next((m["content"] for m in messages if m["role"] == "system"), "")
+    user = messages[-1]["content"]
+    if "improve an instruction" in user:  # a reflection call
+        return reply(f"```\n{BETTER}\n```")
+    country = user.removeprefix("Country: ").strip()
+    if "capital" in system.lower():
+        return reply(f"The capital of {country} is {CAPITAL.get(country, '?')}.", latency_s=0.01)
+    return reply(f"{country} is a country with a long history.", latency_s=0.01)
+
+
+def make_project(root: Path, server_url: str, *, budget: int = 40, concurrency: int = 2) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "data.jsonl", "w") as f:
+        for i, (country, capital) in enumerate(COUNTRIES):
+            split = "val" if i % 2 else "train"
+            f.write(
+                json.dumps({"id": f"c{i}", "country": country, "capital": capital, "split": split})
+                + "\n"
+            )
+    (root / "prompt.md").write_text(
+        "=== instructions ===\nTell the user about the country.\n=== user ===\nCountry: {country}\n"
+    )
+    (root / "metric.py").write_text(
+        textwrap.dedent(
+            """
+        def score(input, output, expected=None):
+            named = expected["capital"].lower() in output.lower()
+            fb = "right" if named else f"name the capital: {expected['capital']}"
+            return float(named), {"feedback": fb}
+        """
+        )
+    )
+    (root / "skynet.toml").write_text(
+        textwrap.dedent(
+            f"""
+        [data]
+        path = "data.jsonl"
+        inputs = ["country"]
+        outputs = ["capital"]
+        split_column = "split"
+
+        [engine]
+        name = "gepa"
+        concurrency = {concurrency}
+
+        [budget]
+        max_metric_calls = {budget}
+
+        [models]
+        task = "openai/skynet-test"
+        reflection = "openai/skynet-test"
+
+        [models.endpoints."openai/skynet-test"]
+        api_base = "{server_url}"
+        timeout_s = 10
+
+        [models.prices."openai/skynet-test"]
+        input_per_mtok = 1.0
+        output_per_mtok = 2.0
+        """
+        )
+    )
+    return root
+
+
+def runs_db(project: Path) -> sqlite3.Connection:
+    return sqlite3.connect(project / ".skynet" / "runs.db")
+
+
+def test_init_writes_a_project_that_checks(tmp_path, capsys):
+    assert main(["init", str(tmp_path / "p")]) == 0
+    assert sorted(p.name for p in (tmp_path / "p").iterdir()) == [
+        "data.jsonl",
+        "metric.py",
+        "prompt.md",
+        "skynet.toml",
+    ]
+    assert main(["-C", str(tmp_path / "p"), "check"]) == 0
+    assert "metric self-test passed" in capsys.readouterr().out
+    assert main(["init", str(tmp_path / "p")]) == 2  # never overwrites
+
+
+def test_run_show_eval_end_to_end(tmp_path, scripted_server, capsys):
+    scripted_server.responder = task_responder
+    project = make_project(tmp_path / "p", scripted_server.url)
+    assert main(["-C", str(project), "check"]) == 0
+    assert main(["-C", str(project), "run"]) == 0
+    out = capsys.readouterr().out
+    assert "best candidate written to" in out
+    best = next((project / ".skynet" / "runs").glob("*/best_prompt.md")).read_text()
+    assert BETTER in best and "Country: {country}" in best
+
+    with runs_db(project) as db:
+        run_id, status, best_id, seed_id = db.execute(
+            "SELECT id, status, best_candidate_id, seed_candidate_id FROM runs"
+        ).fetchone()
+        assert status == "finished" and best_id != seed_id
+        scores = dict(
+            db.execute(
+                "SELECT candidate_id, AVG(score) FROM evaluations WHERE split='val' GROUP BY candidate_id"
+            )
+        )
+        calls = db.execute("SELECT role, COUNT(*) FROM calls GROUP BY role").fetchall()
+    assert scores[seed_id] == 0.0 and scores[best_id] == 1.0
+    assert dict(calls)["task"] > 0 and dict(calls)["reflection"] >= 1
+
+    html = tmp_path / "report.html"
+    assert main(["-C", str(project), "show", "--html", str(html)]) == 0
+    shown = capsys.readouterr().out
+    assert "baseline" in shown and "best" in shown and "+1.000" in shown
+    assert "<svg" in html.read_text()
+
+    assert main(["-C", str(project), "eval", "--candidate", "best", "--split", "val"]) == 0
+    assert "mean score 1.000" in capsys.readouterr().out
+    assert main(["-C", str(project), "runs"]) == 0
+    assert run_id in capsys.readouterr().out
+
+
+def test_kill_and_resume_pays_nothing_twice(tmp_path, scripted_server):
+    def slow(body):
+        step = task_responder(body)
+        return reply(step.text, latency_s=0.15)
+
+    scripted_server.responder = slow
+    project = make_project(tmp_path / "p", scripted_server.url, budget=40, concurrency=1)
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    cmd = [sys.executable, "-m", "skynet.cli", "-C", str(project), "run"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 90
+    recorded = 0
+    while time.monotonic() < deadline and recorded < 6:
+        time.sleep(0.2)
+        if (project / ".skynet" / "runs.db").exists():
+            try:
+                with runs_db(project) as db:
+                    recorded = db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+            except sqlite3.OperationalError:
+                pass
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    with runs_db(project) as db:
+        before = set(db.execute("SELECT candidate_id, item_id, score FROM evaluations"))
+        run_id, status = db.execute("SELECT id, status FROM runs").fetchone()
+    assert status == "running" and len(before) >= 6
+    requests_before = scripted_server.request_count
+
+    done = subprocess.run(
+        [*cmd, "--resume", run_id], env=env, capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"resuming run {run_id}" in done.stderr
+    with runs_db(project) as db:
+        after = set(db.execute("SELECT candidate_id, item_id, score FROM evaluations"))
+        assert db.execute("SELECT status FROM runs").fetchone()[0] == "finished"
+    assert before <= after and len(after) > len(before)  # nothing recorded was lost
+    # Nothing recorded was paid again: no prompt was sent twice, except one in flight at the kill.
+    sent = Counter(
+        json.dumps([r["messages"], r.get("temperature"), r.get("seed")], sort_keys=True)
+        for r in scripted_server.requests
+    )
+    repeats = sum(n - 1 for n in sent.values())
+    assert repeats <= 1, f"{repeats} prompts were sent again after resume"
+    assert scripted_server.request_count > requests_before
+
+
+def one_line_error(capsys) -> str:
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("skynet:")]
+    assert len(lines) == 1 and lines[0].startswith("skynet: error: "), lines
+    return lines[0]
+
+
+def test_bad_config_is_one_line_and_exit_2(tmp_path, scripted_server, capsys):
+    project = make_project(tmp_path / "p", scripted_server.url)
+    toml = project / "skynet.toml"
+    toml.write_text(toml.read_text().replace("max_metric_calls", "max_metric_call"))
+    assert main(["-C", str(project), "run"]) == 2
+    line = one_line_error(capsys)
+    assert "budget.max_metric_call" in line and "budget.max_metric_calls" in line
+    assert scripted_server.request_count == 0
+
+
+def test_bad_data_row_is_one_line_and_exit_2(tmp_path, scripted_server, capsys):
+    project = make_project(tmp_path / "p", scripted_server.url)
+    with open(project / "data.jsonl", "a") as f:
+        f.write('{"id": "bad", "country": "Oz", "split": "val"}\n')
+    assert main(["-C", str(project), "run"]) == 2
+    line = one_line_error(capsys)
+    assert f"data.jsonl:{len(COUNTRIES) + 1}:" in line and "capital" in line
+    assert scripted_server.request_count == 0
+
+
+def test_bad_metric_is_refused_before_any_model_call(tmp_path, scripted_server, capsys):
+    project = make_project(tmp_path / "p", scripted_server.url)
+    (project / "metric.py").write_text(
+        "def score(input, output, expected=None):\n    return 1.0, {'feedback': 'fine'}\n"
+    )
+    assert main(["-C", str(project), "run"]) == 2
+    line = one_line_error(capsys)
+    assert "self-test failed" in line
+    assert scripted_server.request_count == 0
+
+
+def test_a_metric_that_raises_aborts_the_run_with_a_clear_message(
+    tmp_path, scripted_server, capsys
+):
+    scripted_server.responder = task_responder
+    project = make_project(tmp_path / "p", scripted_server.url)
+    (project / "metric.py").write_text(
+        textwrap.dedent(
+            """
+        def score(input, output, expected=None):
+            if "history" in output:
+                raise RuntimeError("metric bug")
+            return float(expected["capital"] in output), {"feedback": ""}
+        """
+        )
+    )
+    assert main(["-C", str(project), "run"]) == 2
+    line = one_line_error(capsys)
+    assert "evaluations failed" in line and "metric bug" in line
+    with runs_db(project) as db:
+        (status,) = db.execute("SELECT status FROM runs").fetchone()
+        errors = db.execute(
+            "SELECT COUNT(*) FROM evaluations WHERE error_kind='metric' AND score IS NULL"
+        ).fetchone()[0]
+    assert status == "aborted" and errors >= 5
+
+
+def test_a_budget_too_small_to_propose_is_refused_with_the_number(
+    tmp_path, scripted_server, capsys
+):
+    project = make_project(tmp_path / "p", scripted_server.url)
+    assert main(["-C", str(project), "run", "--max-metric-calls", "5"]) == 2
+    line = one_line_error(capsys)
+    assert "--max-metric-calls 14" in line  # 8 val items + 2 x minibatch of 3
+    assert scripted_server.request_count == 0
+
+
+@pytest.mark.embedded
+def test_the_starter_runs_on_the_embedded_model(tmp_path, capsys):
+    project = tmp_path / "capitals"
+    assert main(["init", str(project)]) == 0
+    assert main(["-C", str(project), "run", "--max-metric-calls", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "baseline" in out and "best candidate written to" in out
+    with runs_db(project) as db:
+        calls = dict(db.execute("SELECT role, COUNT(*) FROM calls GROUP BY role"))
+        rows = db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+    assert calls["task"] >= 20 and calls["reflection"] >= 1 and rows >= 20
