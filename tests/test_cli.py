@@ -282,3 +282,35 @@ def test_the_starter_runs_on_the_embedded_model(tmp_path, capsys):
         calls = dict(db.execute("SELECT role, COUNT(*) FROM calls GROUP BY role"))
         rows = db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
     assert calls["task"] >= 20 and calls["reflection"] >= 1 and rows >= 20
+
+
+def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path, scripted_server):
+    def slow(body):
+        return reply(task_responder(body).text, latency_s=0.2)
+
+    scripted_server.responder = slow
+    project = make_project(tmp_path / "p", scripted_server.url, budget=40, concurrency=2)
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "skynet.cli", "-C", str(project), "run"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline, recorded = time.monotonic() + 90, 0
+    while time.monotonic() < deadline and recorded < 3:
+        time.sleep(0.2)
+        try:
+            with runs_db(project) as db:
+                recorded = db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+        except sqlite3.OperationalError:
+            pass
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    with runs_db(project) as db:
+        run_id, status = db.execute("SELECT id, status FROM runs").fetchone()
+    assert status == "stopped"
+    assert f"skynet run --resume {run_id}" in err
+    assert "Traceback" not in err
