@@ -5,9 +5,14 @@ the output and the expected output, so the reflection model reads why an output 
 Reflection calls go through skynet's models (cached, governed, costed in the reflection ledger).
 
 Small reflection models (the embedded SmolLM2-135M) often answer with an empty code fence or the
-same text back. Each such reply is recorded as a failed proposal and asked again with a new draw;
-after three misses GEPA is handed the parent's text, which its minibatch check rejects at no model
-cost (the parent's results are replayed from the run records).
+same text back. Each such reply is recorded as a proposal with status "empty" or "unchanged" and
+asked again with a new draw; after three misses GEPA is handed the parent's text, which its
+minibatch check rejects at no model cost (the parent's results are replayed from the run records).
+A reflection call that fails (after the model layer's retries) is recorded as "failed"; after
+three failures in a row the run stops and the error is raised, instead of spending the budget on
+evaluations that can never lead anywhere.
+
+GEPA's own log lines go to ctx.engine_log (the run folder's gepa.log), not to the terminal.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 
 from skynet.data import Item
 from skynet.engine import Candidate, EngineContext, EngineOutcome
+from skynet.errors import ModelError
 
 __all__ = ["GepaEngine", "REFLECTION_TEMPLATE", "reflection_template"]
 
@@ -51,6 +57,7 @@ def reflection_template(objective: str = "", background: str = "") -> str:
 
 _CURRENT = re.compile(r"Current instruction:\n```\n(.*?)\n```\n\nHow the assistant did", re.S)
 _DRAWS = 3
+_FAILURES_BEFORE_STOP = 3
 
 
 def _extract(reply: str) -> str:
@@ -65,6 +72,8 @@ class _Reflector:
     def __init__(self, ctx: EngineContext) -> None:
         self.ctx = ctx
         self.total_cost = 0.0  # GEPA reads this; skynet keeps the real ledger
+        self.failures_in_a_row = 0
+        self.fatal: ModelError | None = None
 
     def __call__(self, prompt: str | list[dict[str, Any]]) -> str:
         text = (
@@ -75,7 +84,16 @@ class _Reflector:
         found = _CURRENT.search(text)
         current = found.group(1).strip() if found else ""
         for draw in range(_DRAWS):
-            reply = self.ctx.reflect(text, draw)
+            try:
+                reply = self.ctx.reflect(text, draw)
+            except ModelError as exc:
+                self.ctx.record_proposal(status="failed", detail=f"draw {draw}: {exc}")
+                self.failures_in_a_row += 1
+                if self.failures_in_a_row >= _FAILURES_BEFORE_STOP:
+                    self.fatal = exc
+                    break
+                continue
+            self.failures_in_a_row = 0
             proposal = _extract(reply).strip()
             if not proposal:
                 self.ctx.record_proposal(
@@ -95,13 +113,24 @@ class _Reflector:
 
 
 class _BudgetStopper:
-    """GEPA's stop callback: True once the run's money or time budget is spent."""
+    """GEPA's stop callback: True once the budget is spent or reflection keeps failing."""
+
+    def __init__(self, ctx: EngineContext, reflector: _Reflector) -> None:
+        self.ctx = ctx
+        self.reflector = reflector
+
+    def __call__(self, gepa_state: Any) -> bool:
+        return self.reflector.fatal is not None or self.ctx.should_stop()
+
+
+class _Log:
+    """GEPA's logger protocol, onto the run's engine log."""
 
     def __init__(self, ctx: EngineContext) -> None:
         self.ctx = ctx
 
-    def __call__(self, gepa_state: Any) -> bool:
-        return self.ctx.should_stop()
+    def log(self, message: str) -> None:
+        self.ctx.engine_log(message)
 
 
 class GepaEngine:
@@ -118,6 +147,7 @@ class GepaEngine:
             EngineConfig,
             GEPAConfig,
             ReflectionConfig,
+            TrackingConfig,
             optimize_anything,
         )
 
@@ -136,6 +166,7 @@ class GepaEngine:
             side["Feedback"] = f"This example failed with an error: {result.error}"
             return 0.0, side
 
+        reflector = _Reflector(ctx)
         config = GEPAConfig(
             engine=EngineConfig(
                 seed=ctx.seed,
@@ -148,11 +179,12 @@ class GepaEngine:
                 capture_stdio=False,
             ),
             reflection=ReflectionConfig(
-                reflection_lm=_Reflector(ctx),
+                reflection_lm=reflector,
                 reflection_minibatch_size=min(ctx.minibatch_size, len(ctx.train)),
                 reflection_prompt_template=reflection_template(ctx.objective, ctx.background),
             ),
-            stop_callbacks=[_BudgetStopper(ctx)],
+            tracking=TrackingConfig(logger=_Log(ctx)),
+            stop_callbacks=[_BudgetStopper(ctx, reflector)],
         )
         result = optimize_anything(
             seed_candidate=dict(ctx.seed_candidate),
@@ -161,6 +193,8 @@ class GepaEngine:
             valset=list(ctx.val),
             config=config,
         )
+        if reflector.fatal is not None:
+            raise reflector.fatal
         candidates = [dict(c) for c in result.candidates]
         return EngineOutcome(
             best_candidate=dict(result.best_candidate),  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -71,12 +72,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     from skynet.runner import open_project, run
     from skynet.runs.report import render_text, summarize
 
-    project = open_project(_project_dir(args), _overrides(args))
+    overrides = _overrides(args)
+    if args.resume:
+        # A resumed run keeps the budget it was started with, unless a flag says otherwise.
+        store, _ = _open_run(args)
+        recorded = store.get_run(args.resume).budget
+        for key, value in recorded.items():
+            overrides.setdefault(f"budget.{key}", value)
+    project = open_project(_project_dir(args), overrides)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C
     outcome = run(project, resume=args.resume)
     store = project.open_store()
     print(render_text(summarize(store, outcome.run_id)))
     print(f"best candidate written to {outcome.best_path}")
     return EXIT_OK
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -142,7 +155,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         candidate = dict(found[0].content)
         label = f"{args.candidate} ({wanted})"
     else:
-        candidate = load_prompt(Path(args.candidate), project.config.data.inputs).components
+        given = Path(args.candidate).expanduser()
+        if not given.is_absolute() and not given.exists():
+            given = project.dir / given  # relative to the project, like the config's paths
+        candidate = load_prompt(given, project.config.data.inputs).components
         label = args.candidate
     results = evaluate_candidate(project, candidate, split=args.split, run_id=run_id)
     scored = [r.score for r in results if r.ok and r.score is not None]
@@ -222,6 +238,11 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `skynet show | head`: the reader left; not an error.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
     except ModelError as exc:
         print(f"skynet: model error: {exc}", file=sys.stderr)
         return EXIT_FAULT

@@ -360,7 +360,7 @@ class Metric:
         line = f" (line {user[-1].lineno})" if user else ""
         return MetricError(
             f"{self.where}: score() raised {type(exc).__name__}: {exc}{item}{line}. "
-            "This is recorded as an error, not a score; fix the metric and rescore",
+            "This is recorded as an error, not a score; fix the metric and run again",
             item_id=item_id,
             traceback=tb,
         )

@@ -38,6 +38,7 @@ class EngineContext:
         minibatch_size: items per reflection step.
         concurrency: evaluations in flight at once.
         log: one line of progress or explanation for the user.
+        engine_log: the engine's own chatter (kept in the run folder, not shown).
     """
 
     seed_candidate: Candidate
@@ -54,6 +55,7 @@ class EngineContext:
     minibatch_size: int = 3
     concurrency: int = 4
     log: Callable[[str], None] = print
+    engine_log: Callable[[str], None] = lambda message: None
 
 
 @dataclass(frozen=True, kw_only=True)

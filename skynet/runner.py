@@ -46,9 +46,13 @@ class RunAborted(SkynetError):
     """Too many items errored: the metric or the task model is broken; the run stops."""
 
 
-def candidate_id(candidate: Candidate) -> str:
-    """A stable id for a candidate: its content's hash (same texts, same id, across runs)."""
-    canonical = json.dumps(candidate, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+def candidate_id(candidate: Candidate, fingerprint: str = "") -> str:
+    """A stable id for a candidate: the hash of its texts and of how it is run (same texts, same
+    task model and settings, same id, across runs; another task model makes another id, so its
+    outputs are never mistaken for the recorded ones)."""
+    canonical = json.dumps(
+        [candidate, fingerprint], sort_keys=True, ensure_ascii=False, separators=(",", ":")
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
@@ -61,6 +65,14 @@ class Project:
     dataset: Dataset
     metric: Metric
     artifact: PromptArtifact
+
+    @property
+    def fingerprint(self) -> str:
+        """What, besides a candidate's texts, decides its outputs: task model and settings."""
+        art = self.config.artifact
+        return json.dumps(
+            [self.config.models.task, art.max_tokens, art.temperature, self.artifact.user_template]
+        )
 
     @property
     def store_path(self) -> Path:
@@ -233,6 +245,10 @@ def run(
                 f"run {resume} was made on other data (dataset hash {row.dataset_hash[:12]} vs "
                 f"{project.dataset.hash[:12]} now); start a new run instead of resuming"
             )
+        if row.status == "finished":
+            raise ConfigError(
+                f"run {resume} already finished; start a new run (skynet run) to optimize further"
+            )
         run_id = row.id
         store.set_status(run_id, "running")
         say(f"resuming run {run_id}: recorded evaluations and model calls are replayed, not paid")
@@ -248,8 +264,16 @@ def run(
         )
         say(f"run {run_id}: {len(train)} train / {len(val)} val items · {why}")
     store.set_note(run_id, "engine_choice", why)
-    store.add_candidate(run_id, candidate_id(seed), seed)
-    store.set_seed_candidate(run_id, candidate_id(seed))
+    run_dir = project.dir / ".skynet" / "runs" / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log_lock = threading.Lock()
+
+    def engine_log(message: str) -> None:
+        with log_lock, open(run_dir / "engine.log", "a", encoding="utf-8") as log:
+            log.write(message.rstrip() + "\n")
+
+    store.add_candidate(run_id, candidate_id(seed, project.fingerprint), seed)
+    store.set_seed_candidate(run_id, candidate_id(seed, project.fingerprint))
     models.subscribe(lambda record: store.record_call(run_id, record))
 
     progress = _Progress(budget=cfg.budget.max_metric_calls, models=models, out=stream)
@@ -259,7 +283,7 @@ def run(
     started = _monotonic()
 
     def evaluate(candidate: Candidate, item: Item) -> Result:
-        cid = candidate_id(candidate)
+        cid = candidate_id(candidate, project.fingerprint)
         store.add_candidate(run_id, cid, candidate)
         result = store.find_evaluation(run_id, cid, item.id, metric_hash)
         replayed = result is not None
@@ -297,7 +321,7 @@ def run(
             "reflection",
             [{"role": "user", "content": prompt}],
             draw=draw,
-            max_tokens=1024,
+            max_tokens=512,  # an instruction, not an essay: small models ramble to the limit
             temperature=0.0 if draw == 0 else 0.8,
             seed=draw,
         )
@@ -328,6 +352,7 @@ def run(
         minibatch_size=cfg.engine.reflection_minibatch_size,
         concurrency=cfg.engine.concurrency,
         log=say,
+        engine_log=engine_log,
     )
     try:
         outcome = engine.optimize(ctx)
@@ -346,15 +371,14 @@ def run(
         raise
     progress.done()
 
-    ids = [candidate_id(c) for c in outcome.candidates]
+    ids = [candidate_id(c, project.fingerprint) for c in outcome.candidates]
     for index, candidate in enumerate(outcome.candidates):
         parents = [ids[p] for p in outcome.parents[index] if p is not None]
         store.add_candidate(run_id, ids[index], candidate, parents)
     best = dict(outcome.best_candidate)
-    best_id = candidate_id(best)
+    best_id = candidate_id(best, project.fingerprint)
     store.set_best(run_id, best_id)
-    best_path = project.dir / ".skynet" / "runs" / run_id / "best_prompt.md"
-    best_path.parent.mkdir(parents=True, exist_ok=True)
+    best_path = run_dir / "best_prompt.md"
     best_path.write_text(render_prompt(project.artifact, best), encoding="utf-8")
     store.set_status(run_id, "finished")
     seed_val = outcome.val_scores[0] if outcome.val_scores else None
@@ -387,7 +411,7 @@ def evaluate_candidate(
     store.get_run(run_id)
     models.subscribe(lambda record: store.record_call(run_id, record))
     evaluation = Evaluation(project.metric, _task_runner(project, models))
-    cid = candidate_id(candidate)
+    cid = candidate_id(candidate, project.fingerprint)
     store.add_candidate(run_id, cid, candidate)
     results = []
     for item in items:

@@ -314,3 +314,36 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path, scripted_server):
     assert status == "stopped"
     assert f"skynet run --resume {run_id}" in err
     assert "Traceback" not in err
+
+
+def test_a_failing_reflection_model_stops_the_run_with_exit_1(tmp_path, scripted_server, capsys):
+    from skynet.testing import fail
+
+    def respond(body):
+        if "improve an instruction" in body["messages"][-1]["content"]:
+            return fail(400)
+        return task_responder(body)
+
+    scripted_server.responder = respond
+    project = make_project(tmp_path / "p", scripted_server.url, budget=60)
+    assert main(["-C", str(project), "run"]) == 1
+    err = capsys.readouterr().err
+    assert "skynet: model error:" in err and "reflection" in err
+    assert "Traceback" not in err
+    with runs_db(project) as db:
+        status = db.execute("SELECT status FROM runs").fetchone()[0]
+        failed = db.execute("SELECT COUNT(*) FROM proposals WHERE status='failed'").fetchone()[0]
+        evaluations = db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+    assert status == "failed" and failed == 3
+    assert evaluations < 60  # the budget was not burned on a run that could not propose
+
+
+def test_resuming_a_finished_run_is_refused(tmp_path, scripted_server, capsys):
+    scripted_server.responder = task_responder
+    project = make_project(tmp_path / "p", scripted_server.url, budget=20)
+    assert main(["-C", str(project), "run"]) == 0
+    with runs_db(project) as db:
+        run_id = db.execute("SELECT id FROM runs").fetchone()[0]
+    capsys.readouterr()
+    assert main(["-C", str(project), "run", "--resume", run_id]) == 2
+    assert "already finished" in one_line_error(capsys)
