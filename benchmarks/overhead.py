@@ -338,6 +338,41 @@ class RunResult:
 
 
 _PROBE: Probe | None = None
+_WHAT_IF: set[str] = set()  # patches in force for the current skynet run (--what-if only)
+WHAT_IFS = {
+    "store-normal": "run store with PRAGMA synchronous = NORMAL instead of FULL",
+    "metric-inline": "score() called in the evaluating thread, not a new thread per call",
+}
+
+
+def _install_what_ifs() -> None:
+    """Patch, in this process only, the two costs the profile points at; off unless asked for.
+
+    These measure what a fix would buy; they are not Skynet's behaviour.
+    """
+    from skynet.contract import Metric
+    from skynet.runs.store import RunStore
+
+    store_init = RunStore.__init__
+
+    def init(self: Any, path: Path) -> None:
+        store_init(self, path)
+        if "store-normal" in _WHAT_IF:
+            self._db.execute("PRAGMA synchronous = NORMAL")
+
+    call_limited = Metric._call_limited
+
+    def limited(self: Any, args: tuple[Any, ...], item_id: str | None) -> Any:
+        if "metric-inline" not in _WHAT_IF:
+            return call_limited(self, args, item_id)
+        try:
+            return self.fn(*args)
+        except Exception as exc:
+            item = f" on item '{item_id}'" if item_id is not None else ""
+            raise self._raised(exc, item, item_id) from exc
+
+    RunStore.__init__ = init  # type: ignore[method-assign]
+    Metric._call_limited = limited  # type: ignore[method-assign]
 
 
 def _instrument_skynet_engine() -> None:
@@ -577,7 +612,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-metric-calls", type=int, default=120)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeats", type=int, default=5,
+    parser.add_argument("--repeats", type=int, default=7,
                         help="raw/skynet pairs in the overhead check (order alternates)")
     parser.add_argument("--throughput-latency-ms", type=float, default=100.0)
     parser.add_argument("--throughput-concurrency", type=int, default=16)
@@ -585,6 +620,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-in-process", action="store_true",
                         help="run the ScriptedServer in this process (its threads share the GIL)")
     parser.add_argument("--keep", action="store_true", help="keep the temp projects")
+    parser.add_argument("--what-if", action="store_true",
+                        help="also run skynet with candidate fixes patched in (this process "
+                             "only): " + "; ".join(WHAT_IFS.values()))
     args = parser.parse_args(argv)
 
     os.environ[KEY_ENV] = KEY
@@ -611,6 +649,8 @@ def _measure(args: argparse.Namespace, main_server: Server, tp_server: Server, w
     if SKYNET_TEMPLATE != REFLECTION_TEMPLATE:
         print("note: engines/gepa.py's REFLECTION_TEMPLATE changed; update this benchmark's copy")
     _instrument_skynet_engine()
+    if args.what_if:
+        _install_what_ifs()
     # Warm both paths once (litellm's first call builds schemas; HTTP clients start up), so the
     # first timed run of either kind does not pay it.
     warm()
@@ -634,10 +674,15 @@ def _measure(args: argparse.Namespace, main_server: Server, tp_server: Server, w
           f"latency {args.latency_ms:g} ms, concurrency {args.concurrency}, "
           f"max_metric_calls {args.max_metric_calls}, seed {args.seed}, {args.repeats} pairs")
     pairs: list[tuple[RunResult, RunResult]] = []
+    variants = ["raw", "skynet"]
+    if args.what_if:
+        variants += [*WHAT_IFS, ",".join(WHAT_IFS)]
+    what_if: dict[str, list[float]] = {v: [] for v in variants[2:]}
     for rep in range(args.repeats):
         done: dict[str, RunResult] = {}
-        for kind in (("raw", "skynet") if rep % 2 == 0 else ("skynet", "raw")):
-            folder = work / f"overhead-{rep}-{kind}"
+        shift = rep % len(variants)  # rotate the order, so slow drift hits every variant alike
+        for kind in variants[shift:] + variants[:shift]:
+            folder = work / f"overhead-{rep}-{kind.replace(',', '+')}"
             write_project(folder, shape, server_url=main_server.url,
                           concurrency=args.concurrency, budget=args.max_metric_calls,
                           seed=args.seed)
@@ -645,8 +690,16 @@ def _measure(args: argparse.Namespace, main_server: Server, tp_server: Server, w
                 done[kind] = run_raw(folder, main_server, concurrency=args.concurrency,
                                      budget=args.max_metric_calls, seed=args.seed)
             else:
-                done[kind] = run_skynet(folder, main_server)
+                _WHAT_IF.clear()
+                if kind != "skynet":
+                    _WHAT_IF.update(kind.split(","))
+                try:
+                    done[kind] = run_skynet(folder, main_server)
+                finally:
+                    _WHAT_IF.clear()
         raw, sky = done["raw"], done["skynet"]
+        for v in what_if:
+            what_if[v].append(done[v].wall_s / raw.wall_s)
         pairs.append((raw, sky))
         print(f"  pair {rep + 1}: raw {raw.wall_s:.3f} s, skynet {sky.wall_s:.3f} s, "
               f"ratio {sky.wall_s / raw.wall_s:.3f}, cpu ratio {sky.cpu_s / raw.cpu_s:.2f}")
@@ -674,6 +727,13 @@ def _measure(args: argparse.Namespace, main_server: Server, tp_server: Server, w
     records_ok = evals == sky.metric_invocations == sky.distinct
     rows_per_s = statistics.median(s.rows["evaluations"] / s.wall_s for _, s in pairs)
     all_rows_per_s = statistics.median(sum(s.rows.values()) / s.wall_s for _, s in pairs)
+
+    if what_if:
+        print("  what-if (patched in this process only; NOT Skynet's current behaviour), "
+              "median skynet / raw:")
+        for v, rs in what_if.items():
+            label = " + ".join(WHAT_IFS[x] for x in v.split(","))
+            print(f"    {statistics.median(rs):.3f}  {label}")
 
     # ---- 2. throughput --------------------------------------------------------------------------
     conc, lat = args.throughput_concurrency, args.throughput_latency_ms

@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from skynet import __version__
-from skynet.errors import ModelError, SkynetError
+from skynet.errors import ConfigError, ModelError, SkynetError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 EXIT_OK, EXIT_FAULT, EXIT_USER, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -38,7 +43,21 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "models.reflection": getattr(args, "reflection_model", None),
         "models.metric": getattr(args, "metric_model", None),
     }
-    return {k: v for k, v in pairs.items() if v is not None}
+    found = {k: v for k, v in pairs.items() if v is not None}
+    for setting in getattr(args, "set", None) or []:
+        key, sep, raw = setting.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {setting!r}: write KEY=VALUE, e.g. --set engine.seed=3")
+        found[key.strip()] = _toml_value(raw.strip())
+    return found
+
+
+def _toml_value(raw: str) -> Any:
+    """A --set value read as TOML (numbers, booleans, lists, quoted strings), else as text."""
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -109,7 +128,6 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def _open_run(args: argparse.Namespace) -> tuple[Any, str]:
-    from skynet.errors import ConfigError
     from skynet.runs import RunStore
 
     path = _project_dir(args) / ".skynet" / "runs.db"
@@ -141,7 +159,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from skynet.artifacts.prompt import load_prompt
-    from skynet.errors import ConfigError
     from skynet.runner import evaluate_candidate, open_project
 
     project = open_project(_project_dir(args), _overrides(args))
@@ -188,6 +205,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--task-model", help="models.task")
         p.add_argument("--reflection-model", help="models.reflection")
         p.add_argument("--metric-model", help="models.metric")
+        p.add_argument(
+            "--set",
+            action="append",
+            metavar="KEY=VALUE",
+            help="override any skynet.toml key, e.g. --set artifact.max_tokens=64 (repeatable)",
+        )
 
     p = sub.add_parser("init", help="write a starter project that `skynet run` runs as it is")
     with_dir(p)

@@ -347,3 +347,14 @@ def test_resuming_a_finished_run_is_refused(tmp_path, scripted_server, capsys):
     capsys.readouterr()
     assert main(["-C", str(project), "run", "--resume", run_id]) == 2
     assert "already finished" in one_line_error(capsys)
+
+
+def test_set_overrides_any_key_and_a_bad_one_is_named(tmp_path, scripted_server, capsys):
+    project = make_project(tmp_path / "p", scripted_server.url)
+    assert main(["-C", str(project), "check", "--set", "artifact.max_tokens=64"]) == 0
+    capsys.readouterr()
+    assert main(["-C", str(project), "check", "--set", "artifact.max_token=64"]) == 2
+    line = one_line_error(capsys)
+    assert "artifact.max_token" in line and "artifact.max_tokens" in line
+    assert main(["-C", str(project), "check", "--set", "novalue"]) == 2
+    assert "KEY=VALUE" in one_line_error(capsys)
