@@ -15,86 +15,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from projects import BETTER, COUNTRIES, make_project, task_responder
 
 from skynet.cli import main
 from skynet.testing import reply
-
-COUNTRIES = [
-    ("France", "Paris"), ("Japan", "Tokyo"), ("Italy", "Rome"), ("Peru", "Lima"),
-    ("Egypt", "Cairo"), ("Kenya", "Nairobi"), ("Spain", "Madrid"), ("Chile", "Santiago"),
-    ("Greece", "Athens"), ("Norway", "Oslo"), ("Cuba", "Havana"), ("Nepal", "Kathmandu"),
-    ("Iran", "Tehran"), ("Iraq", "Baghdad"), ("Ghana", "Accra"), ("Mali", "Bamako"),
-]  # fmt: skip
-CAPITAL = dict(COUNTRIES)
-BETTER = "Name the capital city of the country."
-
-
-def task_responder(body):
-    """The scripted model: names the capital only when the instruction asks for it."""
-    messages = body["messages"]
-    system = next((m["content"] for m in messages if m["role"] == "system"), "")
-    user = messages[-1]["content"]
-    if "improve an instruction" in user:  # a reflection call
-        return reply(f"```\n{BETTER}\n```")
-    country = user.removeprefix("Country: ").strip()
-    if "capital" in system.lower():
-        return reply(f"The capital of {country} is {CAPITAL.get(country, '?')}.", latency_s=0.01)
-    return reply(f"{country} is a country with a long history.", latency_s=0.01)
-
-
-def make_project(root: Path, server_url: str, *, budget: int = 40, concurrency: int = 2) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / "data.jsonl", "w") as f:
-        for i, (country, capital) in enumerate(COUNTRIES):
-            split = "val" if i % 2 else "train"
-            f.write(
-                json.dumps({"id": f"c{i}", "country": country, "capital": capital, "split": split})
-                + "\n"
-            )
-    (root / "prompt.md").write_text(
-        "=== instructions ===\nTell the user about the country.\n=== user ===\nCountry: {country}\n"
-    )
-    (root / "metric.py").write_text(
-        textwrap.dedent(
-            """
-        def score(input, output, expected=None):
-            named = expected["capital"].lower() in output.lower()
-            fb = "right" if named else f"name the capital: {expected['capital']}"
-            return float(named), {"feedback": fb}
-        """
-        )
-    )
-    (root / "skynet.toml").write_text(
-        textwrap.dedent(
-            f"""
-        [data]
-        path = "data.jsonl"
-        inputs = ["country"]
-        outputs = ["capital"]
-        split_column = "split"
-
-        [engine]
-        name = "gepa"
-        concurrency = {concurrency}
-
-        [budget]
-        max_metric_calls = {budget}
-
-        [models]
-        task = "openai/skynet-test"
-        reflection = "openai/skynet-test"
-
-        [models.endpoints."openai/skynet-test"]
-        api_base = "{server_url}"
-        timeout_s = 10
-
-        [models.prices."openai/skynet-test"]
-        input_per_mtok = 1.0
-        output_per_mtok = 2.0
-        """
-        )
-    )
-    return root
 
 
 def runs_db(project: Path) -> sqlite3.Connection:

@@ -1,0 +1,62 @@
+"""The GEPA engine over skynet's Evaluation: empty and repeated reflection replies are recorded and
+redrawn; the engine's result matches the records."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from projects import BETTER, make_project, task_responder
+
+from skynet.cli import main
+from skynet.testing import reply
+
+
+def test_empty_and_unchanged_proposals_are_recorded_and_redrawn(tmp_path, scripted_server):
+    seen_draws = []
+
+    def respond(body):
+        if "improve an instruction" in body["messages"][-1]["content"]:
+            seen_draws.append((body.get("temperature"), body.get("seed")))
+            if len(seen_draws) == 1:
+                return reply("```\n```")  # what SmolLM2 often answers
+            if len(seen_draws) == 2:
+                return reply("```\nTell the user about the country.\n```")  # the parent back
+            return reply(f"Sure! Here it is:\n```\n{BETTER}\n```")
+        return task_responder(body)
+
+    scripted_server.responder = respond
+    project = make_project(tmp_path / "p", scripted_server.url, budget=30)
+    assert main(["-C", str(project), "run"]) == 0
+    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
+        statuses = [r[0] for r in db.execute("SELECT status FROM proposals ORDER BY seq")]
+        best = db.execute(
+            "SELECT content FROM candidates c JOIN runs r ON c.id = r.best_candidate_id"
+        ).fetchone()[0]
+    assert statuses[:3] == ["empty", "unchanged", "proposed"]
+    assert BETTER in best
+    # Each redraw is a new draw: another temperature/seed, so not the cached first answer.
+    assert len(set(seen_draws[:3])) == 3
+
+
+def test_records_match_the_engines_result(tmp_path, scripted_server):
+    scripted_server.responder = task_responder
+    project = make_project(tmp_path / "p", scripted_server.url, budget=30)
+    assert main(["-C", str(project), "run"]) == 0
+    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
+        best_id, seed_id = db.execute(
+            "SELECT best_candidate_id, seed_candidate_id FROM runs"
+        ).fetchone()
+        parents = db.execute("SELECT parents FROM candidates WHERE id = ?", (best_id,)).fetchone()[
+            0
+        ]
+        val = dict(
+            db.execute(
+                "SELECT candidate_id, AVG(score) FROM evaluations WHERE split = 'val' GROUP BY candidate_id"
+            )
+        )
+        n_val = db.execute(
+            "SELECT COUNT(*) FROM evaluations WHERE split='val' AND candidate_id=?", (best_id,)
+        ).fetchone()[0]
+    assert seed_id in parents  # lineage from gepa's result
+    assert n_val == 8  # the best was scored on the whole val split
+    assert val[best_id] == 1.0 and val[seed_id] == 0.0
