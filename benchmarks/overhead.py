@@ -154,10 +154,24 @@ class _Responder:
         return counts
 
 
+def _deepen_backlog() -> None:
+    """Listen with a backlog of 128 instead of socketserver's 5.
+
+    With 5, a burst of more than 5 new connections (16 threads opening their first connection)
+    overflows the listen queue; the kernel drops the SYNs and the client resends them after 1 s,
+    a stall that belongs to the test server, not to the client being measured. ScriptedServer
+    builds a ThreadingHTTPServer, so the class attribute is set here, in the server's process.
+    """
+    from http.server import ThreadingHTTPServer
+
+    ThreadingHTTPServer.request_queue_size = 128
+
+
 def _serve(latency_s: float, conn: Any) -> None:
     """Child process: one ScriptedServer until told to stop; hands back request counts."""
     from skynet.testing.server import ScriptedServer
 
+    _deepen_backlog()
     responder = _Responder(latency_s)
     server = ScriptedServer(responder=responder).start()
     conn.send(server.url)
@@ -182,6 +196,7 @@ class Server:
         if in_process:
             from skynet.testing.server import ScriptedServer
 
+            _deepen_backlog()
             self._responder = _Responder(latency_ms / 1000)
             self._server = ScriptedServer(responder=self._responder).start()
             self.url = self._server.url
@@ -563,6 +578,19 @@ def litellm_alone(server: Server, concurrency: int, calls: int) -> float:
     return rate
 
 
+def listen_overflows() -> int | None:
+    """The kernel's count of listen-queue overflows (Linux), or None where it cannot be read."""
+    try:
+        lines = Path("/proc/net/netstat").read_text().splitlines()
+    except OSError:
+        return None
+    for head, values in zip(lines[::2], lines[1::2]):
+        names, numbers = head.split(), values.split()
+        if "ListenOverflows" in names:
+            return int(numbers[names.index("ListenOverflows")])
+    return None
+
+
 def commit_ms(folder: Path) -> dict[str, float]:
     """Median time of one small SQLite WAL commit in `folder`, by synchronous setting.
 
@@ -660,6 +688,7 @@ def _measure(args: argparse.Namespace, main_server: Server, tp_server: Server, w
         server.take_counts()
 
     commits = commit_ms(work)
+    overflows_before = listen_overflows()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"skynet overhead benchmark · python {platform.python_version()} · gepa "
           f"{_version('gepa')} · litellm {_version('litellm')} · {os.cpu_count()} CPUs "
@@ -778,6 +807,12 @@ def _measure(args: argparse.Namespace, main_server: Server, tp_server: Server, w
     raw_whole = statistics.median(r.metric_calls / r.wall_s for r, _ in tp)
     tp_ratio = statistics.median(s.wall_s / r.wall_s for r, s in tp)
     bare_rate = statistics.median(bare)
+
+    overflows_after = listen_overflows()
+    if overflows_before is not None and overflows_after is not None:
+        print(f"  listen-queue overflows on this machine during the benchmark: "
+              f"{overflows_after - overflows_before} (each costs a client a 1 s SYN resend; "
+              "should be 0)")
 
     # ---- summary --------------------------------------------------------------------------------
     def met(ok: bool) -> str:

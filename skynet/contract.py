@@ -17,6 +17,7 @@ import importlib.util
 import inspect
 import math
 import numbers
+import re
 import reprlib
 import sys
 import threading
@@ -514,8 +515,22 @@ class CheckReport:
                 else ""
             )
             return f"metric self-test passed on {self.items_checked} item(s){skipped}"
-        lines = [f"metric self-test failed on {len(self.failures)} check(s):"]
-        lines += [f"  - [{f.check}] {f.message}" for f in self.failures]
+        # The same fault on many items is one fault: show it once, then the other items' ids.
+        groups: dict[tuple[str, str], list[CheckFailure]] = {}
+        for f in self.failures:
+            shape = f.message.replace(f"'{f.item_id}'", "'…'") if f.item_id else f.message
+            shape = re.sub(r"-?\d+(\.\d+)?(e-?\d+)?", "#", shape)
+            groups.setdefault((f.check, shape), []).append(f)
+        items = len({f.item_id for f in self.failures})
+        lines = [f"metric self-test failed: {len(self.failures)} check(s) on {items} item(s)"]
+        for (check, _), group in groups.items():
+            lines.append(f"  - [{check}] {group[0].message}")
+            if len(group) > 1:
+                others = [str(f.item_id) for f in group[1:]]
+                shown = ", ".join(others[:8]) + (
+                    f" and {len(others) - 8} more" if len(others) > 8 else ""
+                )
+                lines.append(f"    the same on {len(others)} more item(s): {shown}")
         return "\n".join(lines)
 
 

@@ -306,6 +306,9 @@ def test_a_constant_metric_fails_the_null_control():
     null = [f for f in report.failures if f.check == "null control"]
     assert {f.item_id for f in null} == {"a", "b", "c"}
     assert "an empty output scored 1" in null[0].message
+    summary = report.summary()  # one fault on many items is shown once
+    assert summary.count("null control check failed") == 1
+    assert "the same on 2 more item(s): b, c" in summary
 
 
 def test_a_metric_that_prefers_another_answer_fails_the_answer_key():
