@@ -237,8 +237,9 @@ class Shape:
         return self.items - self.train
 
 
-def write_project(folder: Path, shape: Shape, *, server_url: str, concurrency: int, budget: int,
-                  seed: int) -> None:
+def write_project(
+    folder: Path, shape: Shape, *, server_url: str, concurrency: int, budget: int, seed: int
+) -> None:
     folder.mkdir(parents=True)
     rows = [
         {
@@ -311,15 +312,14 @@ class Probe:
 
     seed_candidate: dict[str, str]
     val_ids: frozenset[str]
-    spans: list[tuple[float, float, bool, bool, str, str]] = dataclasses.field(
-        default_factory=list
-    )
+    spans: list[tuple[float, float, bool, bool, str, str]] = dataclasses.field(default_factory=list)
 
     def record(self, candidate: Any, item_id: str, t0: float, t1: float) -> None:
         cand = dict(candidate)
         key = json.dumps(cand, sort_keys=True)
-        self.spans.append((t0, t1, cand == self.seed_candidate, item_id in self.val_ids, key,
-                           item_id))
+        self.spans.append(
+            (t0, t1, cand == self.seed_candidate, item_id in self.val_ids, key, item_id)
+        )
 
     @property
     def calls(self) -> int:
@@ -435,14 +435,18 @@ def run_raw(folder: Path, server: Server, *, concurrency: int, budget: int, seed
         {"id": r["id"], "input": {"country": r["country"]}, "expected": {"capital": r["capital"]}}
         for r in rows
     ]
-    train = [it for it, r in zip(items, rows) if r["split"] == "train"]
-    val = [it for it, r in zip(items, rows) if r["split"] == "val"]
+    train = [it for it, r in zip(items, rows, strict=True) if r["split"] == "train"]
+    val = [it for it, r in zip(items, rows, strict=True) if r["split"] == "val"]
     seed_candidate = {"instructions": SEED_INSTRUCTION}
     probe = Probe(seed_candidate, frozenset(it["id"] for it in val))
 
     def complete(messages: list[dict[str, str]], **params: Any) -> str:
         response = litellm.completion(
-            model=MODEL, messages=messages, api_base=server.url, api_key=KEY, timeout=30,
+            model=MODEL,
+            messages=messages,
+            api_base=server.url,
+            api_key=KEY,
+            timeout=30,
             **params,
         )
         return response.choices[0].message.content or ""
@@ -455,8 +459,13 @@ def run_raw(folder: Path, server: Server, *, concurrency: int, budget: int, seed
         ]
         output = complete(messages, max_tokens=MAX_TOKENS, temperature=0.0)
         value, info = metric.score(example["input"], output, example["expected"])
-        side = {"Input": example["input"], "Expected": example["expected"], "Output": output,
-                "Feedback": info["feedback"], "scores": dict(info["scores"])}
+        side = {
+            "Input": example["input"],
+            "Expected": example["expected"],
+            "Output": output,
+            "Feedback": info["feedback"],
+            "scores": dict(info["scores"]),
+        }
         probe.record(candidate, example["id"], started, time.perf_counter())
         return float(value), side
 
@@ -533,8 +542,9 @@ def run_skynet(folder: Path, server: Server) -> RunResult:
     engine_outcome = probe.outcome  # type: ignore[attr-defined]
     with contextlib.closing(sqlite3.connect(project.store_path)) as db:
         rows = {
-            table: db.execute(f"SELECT COUNT(*) FROM {table} WHERE run_id = ?",
-                              (outcome.run_id,)).fetchone()[0]
+            table: db.execute(
+                f"SELECT COUNT(*) FROM {table} WHERE run_id = ?", (outcome.run_id,)
+            ).fetchone()[0]
             for table in ("evaluations", "calls", "candidates", "proposals")
         }
     return RunResult(
@@ -565,9 +575,15 @@ def litellm_alone(server: Server, concurrency: int, calls: int) -> float:
     def call(i: int) -> None:
         litellm.completion(
             model=MODEL,
-            messages=[{"role": "system", "content": SEED_INSTRUCTION},
-                      {"role": "user", "content": USER_TEMPLATE.format(country=f"Country {i:02d}")}],
-            api_base=server.url, api_key=KEY, timeout=30, max_tokens=MAX_TOKENS, temperature=0.0,
+            messages=[
+                {"role": "system", "content": SEED_INSTRUCTION},
+                {"role": "user", "content": USER_TEMPLATE.format(country=f"Country {i:02d}")},
+            ],
+            api_base=server.url,
+            api_key=KEY,
+            timeout=30,
+            max_tokens=MAX_TOKENS,
+            temperature=0.0,
         )
 
     started = time.perf_counter()
@@ -584,7 +600,7 @@ def listen_overflows() -> int | None:
         lines = Path("/proc/net/netstat").read_text().splitlines()
     except OSError:
         return None
-    for head, values in zip(lines[::2], lines[1::2]):
+    for head, values in zip(lines[::2], lines[1::2], strict=False):
         names, numbers = head.split(), values.split()
         if "ListenOverflows" in names:
             return int(numbers[names.index("ListenOverflows")])
@@ -620,7 +636,7 @@ def commit_ms(folder: Path) -> dict[str, float]:
 
 def table(rows: list[tuple[str, ...]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -635,22 +651,36 @@ def describe(r: RunResult) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--latency-ms", type=float, default=20.0,
-                        help="task and reflection model latency in the overhead runs")
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=20.0,
+        help="task and reflection model latency in the overhead runs",
+    )
     parser.add_argument("--max-metric-calls", type=int, default=120)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeats", type=int, default=7,
-                        help="raw/skynet pairs in the overhead check (order alternates)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=7,
+        help="raw/skynet pairs in the overhead check (order alternates)",
+    )
     parser.add_argument("--throughput-latency-ms", type=float, default=100.0)
     parser.add_argument("--throughput-concurrency", type=int, default=16)
     parser.add_argument("--throughput-repeats", type=int, default=3)
-    parser.add_argument("--server-in-process", action="store_true",
-                        help="run the ScriptedServer in this process (its threads share the GIL)")
+    parser.add_argument(
+        "--server-in-process",
+        action="store_true",
+        help="run the ScriptedServer in this process (its threads share the GIL)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temp projects")
-    parser.add_argument("--what-if", action="store_true",
-                        help="also run skynet with candidate fixes patched in (this process "
-                             "only): " + "; ".join(WHAT_IFS.values()))
+    parser.add_argument(
+        "--what-if",
+        action="store_true",
+        help="also run skynet with candidate fixes patched in (this process "
+        "only): " + "; ".join(WHAT_IFS.values()),
+    )
     args = parser.parse_args(argv)
 
     os.environ[KEY_ENV] = KEY
@@ -683,25 +713,36 @@ def _measure(args: argparse.Namespace, main_server: Server, tp_server: Server, w
     # first timed run of either kind does not pay it.
     warm()
     for server in (main_server, tp_server):
-        litellm.completion(model=MODEL, messages=[{"role": "user", "content": "Country 01"}],
-                           api_base=server.url, api_key=KEY, max_tokens=8)
+        litellm.completion(
+            model=MODEL,
+            messages=[{"role": "user", "content": "Country 01"}],
+            api_base=server.url,
+            api_key=KEY,
+            max_tokens=8,
+        )
         server.take_counts()
 
     commits = commit_ms(work)
     overflows_before = listen_overflows()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"skynet overhead benchmark · python {platform.python_version()} · gepa "
-          f"{_version('gepa')} · litellm {_version('litellm')} · {os.cpu_count()} CPUs "
-          f"(load average {load:.1f} at start) · model server "
-          f"{'in this process' if args.server_in_process else 'in a child process'}")
-    print(f"context: one SQLite WAL commit in the temp folder takes {commits['FULL']:.2f} ms with "
-          f"synchronous=FULL (the run store's setting), {commits['NORMAL']:.3f} ms with NORMAL")
+    print(
+        f"skynet overhead benchmark · python {platform.python_version()} · gepa "
+        f"{_version('gepa')} · litellm {_version('litellm')} · {os.cpu_count()} CPUs "
+        f"(load average {load:.1f} at start) · model server "
+        f"{'in this process' if args.server_in_process else 'in a child process'}"
+    )
+    print(
+        f"context: one SQLite WAL commit in the temp folder takes {commits['FULL']:.2f} ms with "
+        f"synchronous=FULL (the run store's setting), {commits['NORMAL']:.3f} ms with NORMAL"
+    )
 
     # ---- 1. overhead --------------------------------------------------------------------------
     shape = Shape(items=40, train=24)
-    print(f"\n1. overhead: {shape.items} items ({shape.train} train / {shape.val} val), "
-          f"latency {args.latency_ms:g} ms, concurrency {args.concurrency}, "
-          f"max_metric_calls {args.max_metric_calls}, seed {args.seed}, {args.repeats} pairs")
+    print(
+        f"\n1. overhead: {shape.items} items ({shape.train} train / {shape.val} val), "
+        f"latency {args.latency_ms:g} ms, concurrency {args.concurrency}, "
+        f"max_metric_calls {args.max_metric_calls}, seed {args.seed}, {args.repeats} pairs"
+    )
     pairs: list[tuple[RunResult, RunResult]] = []
     variants = ["raw", "skynet"]
     if args.what_if:
@@ -712,12 +753,22 @@ def _measure(args: argparse.Namespace, main_server: Server, tp_server: Server, w
         shift = rep % len(variants)  # rotate the order, so slow drift hits every variant alike
         for kind in variants[shift:] + variants[:shift]:
             folder = work / f"overhead-{rep}-{kind.replace(',', '+')}"
-            write_project(folder, shape, server_url=main_server.url,
-                          concurrency=args.concurrency, budget=args.max_metric_calls,
-                          seed=args.seed)
+            write_project(
+                folder,
+                shape,
+                server_url=main_server.url,
+                concurrency=args.concurrency,
+                budget=args.max_metric_calls,
+                seed=args.seed,
+            )
             if kind == "raw":
-                done[kind] = run_raw(folder, main_server, concurrency=args.concurrency,
-                                     budget=args.max_metric_calls, seed=args.seed)
+                done[kind] = run_raw(
+                    folder,
+                    main_server,
+                    concurrency=args.concurrency,
+                    budget=args.max_metric_calls,
+                    seed=args.seed,
+                )
             else:
                 _WHAT_IF.clear()
                 if kind != "skynet":
@@ -730,36 +781,42 @@ def _measure(args: argparse.Namespace, main_server: Server, tp_server: Server, w
         for v in what_if:
             what_if[v].append(done[v].wall_s / raw.wall_s)
         pairs.append((raw, sky))
-        print(f"  pair {rep + 1}: raw {raw.wall_s:.3f} s, skynet {sky.wall_s:.3f} s, "
-              f"ratio {sky.wall_s / raw.wall_s:.3f}, cpu ratio {sky.cpu_s / raw.cpu_s:.2f}")
+        print(
+            f"  pair {rep + 1}: raw {raw.wall_s:.3f} s, skynet {sky.wall_s:.3f} s, "
+            f"ratio {sky.wall_s / raw.wall_s:.3f}, cpu ratio {sky.cpu_s / raw.cpu_s:.2f}"
+        )
     raw, sky = pairs[0]
     print("  first pair in detail:")
     print("   ", describe(raw))
     print("   ", describe(sky))
-    same = sum(r.val_scores == s.val_scores and r.metric_calls == s.metric_calls
-               for r, s in pairs)
-    print(f"    same trajectory (val scores per candidate, metric calls) in {same} of "
-          f"{len(pairs)} pairs; first pair: raw {raw.val_scores}, skynet {sky.val_scores}")
+    same = sum(r.val_scores == s.val_scores and r.metric_calls == s.metric_calls for r, s in pairs)
+    print(
+        f"    same trajectory (val scores per candidate, metric calls) in {same} of "
+        f"{len(pairs)} pairs; first pair: raw {raw.val_scores}, skynet {sky.val_scores}"
+    )
     ratios = [s.wall_s / r.wall_s for r, s in pairs]
     cpu_ratios = [s.cpu_s / r.cpu_s for r, s in pairs]
     ratio = statistics.median(ratios)
     raw_wall = statistics.median(r.wall_s for r, _ in pairs)
     sky_wall = statistics.median(s.wall_s for _, s in pairs)
     evals = sky.rows["evaluations"]
-    all_rows = sum(sky.rows.values())
     replayed = sky.metric_calls - sky.metric_invocations
     print(f"  runs.db of the first skynet run: {sky.rows}")
-    print(f"  skynet: GEPA counted {sky.metric_calls} metric calls; score() ran "
-          f"{sky.metric_invocations} times; {replayed} were repeats of a (candidate, item) "
-          f"already recorded, served from runs.db (raw GEPA called the model again for them: "
-          f"{raw.task_requests} task requests vs skynet's {sky.task_requests})")
+    print(
+        f"  skynet: GEPA counted {sky.metric_calls} metric calls; score() ran "
+        f"{sky.metric_invocations} times; {replayed} were repeats of a (candidate, item) "
+        f"already recorded, served from runs.db (raw GEPA called the model again for them: "
+        f"{raw.task_requests} task requests vs skynet's {sky.task_requests})"
+    )
     records_ok = evals == sky.metric_invocations == sky.distinct
     rows_per_s = statistics.median(s.rows["evaluations"] / s.wall_s for _, s in pairs)
     all_rows_per_s = statistics.median(sum(s.rows.values()) / s.wall_s for _, s in pairs)
 
     if what_if:
-        print("  what-if (patched in this process only; NOT Skynet's current behaviour), "
-              "median skynet / raw:")
+        print(
+            "  what-if (patched in this process only; NOT Skynet's current behaviour), "
+            "median skynet / raw:"
+        )
         for v, rs in what_if.items():
             label = " + ".join(WHAT_IFS[x] for x in v.split(","))
             print(f"    {statistics.median(rs):.3f}  {label}")
@@ -768,39 +825,58 @@ def _measure(args: argparse.Namespace, main_server: Server, tp_server: Server, w
     conc, lat = args.throughput_concurrency, args.throughput_latency_ms
     ideal = conc / (lat / 1000)
     tp_shape = Shape(items=48, train=16)
-    print(f"\n2. throughput: latency {lat:g} ms, concurrency {conc} (ideal {ideal:g} evaluations/s), "
-          f"{tp_shape.items} items ({tp_shape.train} train / {tp_shape.val} val), "
-          f"max_metric_calls {args.max_metric_calls}, {args.throughput_repeats} pairs")
-    print(f"  GEPA evaluates the seed on the whole val set ({tp_shape.val} items, "
-          f"{tp_shape.val // conc} full waves of {conc}) in one parallel batch; after that each "
-          "reflection step evaluates minibatches of 3 one after another, between sequential "
-          f"reflection calls, so at most 3 of {conc} slots are used there. The target applies to "
-          "the seed's full val evaluation; whole-run rates are shown for information.")
-    print(f"  Anchors: raw GEPA on the same data, and bare litellm.completion ({tp_shape.val} calls "
-          f"from {conc} threads, no GEPA or metric): the most this process's litellm client "
-          "pushes at this latency.")
+    print(
+        f"\n2. throughput: latency {lat:g} ms, concurrency {conc} (ideal {ideal:g} evaluations/s), "
+        f"{tp_shape.items} items ({tp_shape.train} train / {tp_shape.val} val), "
+        f"max_metric_calls {args.max_metric_calls}, {args.throughput_repeats} pairs"
+    )
+    print(
+        f"  GEPA evaluates the seed on the whole val set ({tp_shape.val} items, "
+        f"{tp_shape.val // conc} full waves of {conc}) in one parallel batch; after that each "
+        "reflection step evaluates minibatches of 3 one after another, between sequential "
+        f"reflection calls, so at most 3 of {conc} slots are used there. The target applies to "
+        "the seed's full val evaluation; whole-run rates are shown for information."
+    )
+    print(
+        f"  Anchors: raw GEPA on the same data, and bare litellm.completion ({tp_shape.val} calls "
+        f"from {conc} threads, no GEPA or metric): the most this process's litellm client "
+        "pushes at this latency."
+    )
     tp: list[tuple[RunResult, RunResult]] = []
     bare: list[float] = []
     for rep in range(args.throughput_repeats):
         done = {}
-        for kind in (("raw", "skynet") if rep % 2 == 0 else ("skynet", "raw")):
+        for kind in ("raw", "skynet") if rep % 2 == 0 else ("skynet", "raw"):
             folder = work / f"throughput-{rep}-{kind}"
-            write_project(folder, tp_shape, server_url=tp_server.url, concurrency=conc,
-                          budget=args.max_metric_calls, seed=args.seed)
+            write_project(
+                folder,
+                tp_shape,
+                server_url=tp_server.url,
+                concurrency=conc,
+                budget=args.max_metric_calls,
+                seed=args.seed,
+            )
             if kind == "raw":
-                done[kind] = run_raw(folder, tp_server, concurrency=conc,
-                                     budget=args.max_metric_calls, seed=args.seed)
+                done[kind] = run_raw(
+                    folder,
+                    tp_server,
+                    concurrency=conc,
+                    budget=args.max_metric_calls,
+                    seed=args.seed,
+                )
             else:
                 done[kind] = run_skynet(folder, tp_server)
         tp.append((done["raw"], done["skynet"]))
         bare.append(litellm_alone(tp_server, conc, tp_shape.val))
         r_n, r_rate = done["raw"].probe.seed_val_rate()
         s_n, s_rate = done["skynet"].probe.seed_val_rate()
-        print(f"  pair {rep + 1}: seed val phase ({s_n} evaluations): raw {r_rate:.1f}/s "
-              f"({r_rate / ideal:.2f} of ideal), skynet {s_rate:.1f}/s ({s_rate / ideal:.2f}), "
-              f"bare litellm {bare[-1]:.1f}/s ({bare[-1] / ideal:.2f}); "
-              f"whole run: raw {done['raw'].metric_calls / done['raw'].wall_s:.1f}/s, "
-              f"skynet {done['skynet'].metric_calls / done['skynet'].wall_s:.1f}/s")
+        print(
+            f"  pair {rep + 1}: seed val phase ({s_n} evaluations): raw {r_rate:.1f}/s "
+            f"({r_rate / ideal:.2f} of ideal), skynet {s_rate:.1f}/s ({s_rate / ideal:.2f}), "
+            f"bare litellm {bare[-1]:.1f}/s ({bare[-1] / ideal:.2f}); "
+            f"whole run: raw {done['raw'].metric_calls / done['raw'].wall_s:.1f}/s, "
+            f"skynet {done['skynet'].metric_calls / done['skynet'].wall_s:.1f}/s"
+        )
     sky_phase = statistics.median(s.probe.seed_val_rate()[1] for _, s in tp)
     raw_phase = statistics.median(r.probe.seed_val_rate()[1] for r, _ in tp)
     sky_whole = statistics.median(s.metric_calls / s.wall_s for _, s in tp)
@@ -810,39 +886,71 @@ def _measure(args: argparse.Namespace, main_server: Server, tp_server: Server, w
 
     overflows_after = listen_overflows()
     if overflows_before is not None and overflows_after is not None:
-        print(f"  listen-queue overflows on this machine during the benchmark: "
-              f"{overflows_after - overflows_before} (each costs a client a 1 s SYN resend; "
-              "should be 0)")
+        print(
+            f"  listen-queue overflows on this machine during the benchmark: "
+            f"{overflows_after - overflows_before} (each costs a client a 1 s SYN resend; "
+            "should be 0)"
+        )
 
     # ---- summary --------------------------------------------------------------------------------
     def met(ok: bool) -> str:
         return "met" if ok else "NOT MET"
 
     print("\nsummary (medians over pairs; every figure is relative to an anchor measured above)")
-    print(table([
-        ("check", "measured", "target", "result"),
-        (f"wall time skynet / raw ({args.latency_ms:g} ms, conc {args.concurrency})",
-         f"{ratio:.3f}  ({sky_wall:.2f} s / {raw_wall:.2f} s; pairs "
-         + ", ".join(f"{x:.2f}" for x in ratios) + ")", "<= 1.10", met(ratio <= 1.10)),
-        ("cpu time skynet / raw (same runs)",
-         f"{statistics.median(cpu_ratios):.2f}", "-", "info"),
-        ("runs.db evaluations = score() calls made",
-         f"{evals} rows, {sky.metric_invocations} calls, {sky.distinct} distinct pairs "
-         f"(GEPA's count {sky.metric_calls} incl. {replayed} replays)", "equal",
-         met(records_ok)),
-        ("recorded rows per second",
-         f"{rows_per_s:.0f} evaluations/s, {all_rows_per_s:.0f} rows/s (all tables)", "-",
-         "info"),
-        (f"seed val phase throughput ({lat:g} ms, conc {conc})",
-         f"{sky_phase:.1f}/s = {sky_phase / ideal:.2f} of {ideal:g}/s (raw gepa "
-         f"{raw_phase / ideal:.2f}, bare litellm {bare_rate / ideal:.2f})", ">= 0.90",
-         met(sky_phase / ideal >= 0.9)),
-        ("  same, skynet / raw gepa", f"{sky_phase / raw_phase:.2f}", "-", "info"),
-        ("whole-run throughput (capped by minibatches of 3)",
-         f"{sky_whole:.1f}/s = {sky_whole / ideal:.2f} of ideal (raw gepa {raw_whole / ideal:.2f})",
-         "-", "info"),
-        (f"wall time skynet / raw ({lat:g} ms, conc {conc})", f"{tp_ratio:.3f}", "-", "info"),
-    ]))
+    print(
+        table(
+            [
+                ("check", "measured", "target", "result"),
+                (
+                    f"wall time skynet / raw ({args.latency_ms:g} ms, conc {args.concurrency})",
+                    f"{ratio:.3f}  ({sky_wall:.2f} s / {raw_wall:.2f} s; pairs "
+                    + ", ".join(f"{x:.2f}" for x in ratios)
+                    + ")",
+                    "<= 1.10",
+                    met(ratio <= 1.10),
+                ),
+                (
+                    "cpu time skynet / raw (same runs)",
+                    f"{statistics.median(cpu_ratios):.2f}",
+                    "-",
+                    "info",
+                ),
+                (
+                    "runs.db evaluations = score() calls made",
+                    f"{evals} rows, {sky.metric_invocations} calls, {sky.distinct} distinct pairs "
+                    f"(GEPA's count {sky.metric_calls} incl. {replayed} replays)",
+                    "equal",
+                    met(records_ok),
+                ),
+                (
+                    "recorded rows per second",
+                    f"{rows_per_s:.0f} evaluations/s, {all_rows_per_s:.0f} rows/s (all tables)",
+                    "-",
+                    "info",
+                ),
+                (
+                    f"seed val phase throughput ({lat:g} ms, conc {conc})",
+                    f"{sky_phase:.1f}/s = {sky_phase / ideal:.2f} of {ideal:g}/s (raw gepa "
+                    f"{raw_phase / ideal:.2f}, bare litellm {bare_rate / ideal:.2f})",
+                    ">= 0.90",
+                    met(sky_phase / ideal >= 0.9),
+                ),
+                ("  same, skynet / raw gepa", f"{sky_phase / raw_phase:.2f}", "-", "info"),
+                (
+                    "whole-run throughput (capped by minibatches of 3)",
+                    f"{sky_whole:.1f}/s = {sky_whole / ideal:.2f} of ideal (raw gepa {raw_whole / ideal:.2f})",
+                    "-",
+                    "info",
+                ),
+                (
+                    f"wall time skynet / raw ({lat:g} ms, conc {conc})",
+                    f"{tp_ratio:.3f}",
+                    "-",
+                    "info",
+                ),
+            ]
+        )
+    )
     return 0
 
 

@@ -280,11 +280,14 @@ def run(
     evaluation = Evaluation(project.metric, _task_runner(project, models))
     val_scores: dict[str, dict[str, float | None]] = {}
     lock = threading.Lock()
+    known: set[str] = set()  # candidates already recorded in this process
     started = _monotonic()
 
     def evaluate(candidate: Candidate, item: Item) -> Result:
         cid = candidate_id(candidate, project.fingerprint)
-        store.add_candidate(run_id, cid, candidate)
+        if cid not in known:
+            store.add_candidate(run_id, cid, candidate)
+            known.add(cid)
         result = store.find_evaluation(run_id, cid, item.id, metric_hash)
         replayed = result is not None
         if result is None:

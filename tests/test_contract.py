@@ -363,3 +363,29 @@ def test_self_test_lets_a_metric_read_its_observation():
         return float(output == expected["city"]), {"feedback": f"{obs.elapsed_ms} ms"}
 
     assert check_metric(Metric(score), ITEMS).ok
+
+
+def test_a_metric_that_hangs_forever_does_not_keep_the_process_alive(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "hang.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+        import threading
+        from skynet.contract import Limits, Metric
+        from skynet.errors import MetricError
+
+        def score(input, output, expected=None):
+            threading.Event().wait()  # never returns
+
+        try:
+            Metric(score, limits=Limits(time_s=0.2))({}, "x")
+        except MetricError:
+            print("abandoned")
+        """
+        )
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "abandoned", done.stderr

@@ -348,7 +348,9 @@ class RunStore:
         try:
             self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA synchronous = FULL")
+            # WAL + NORMAL: every commit survives a killed process (SIGKILL); only a power loss
+            # can take the last ones back. FULL would sync the disk on every evaluation.
+            self._db.execute("PRAGMA synchronous = NORMAL")
             self._db.execute("PRAGMA foreign_keys = ON")
             self._migrate()
         except sqlite3.DatabaseError as exc:

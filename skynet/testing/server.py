@@ -218,7 +218,12 @@ class ScriptedServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a time-out test): nothing to tell it
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            # The default backlog of 5 drops connections under 16 concurrent clients, and each
+            # dropped one costs the client a full second before it retries.
+            request_queue_size = 128
+
+        self._httpd = Server(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, name="skynet-scripted-server", daemon=True
