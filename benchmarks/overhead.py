@@ -353,43 +353,6 @@ class RunResult:
 
 
 _PROBE: Probe | None = None
-_WHAT_IF: set[str] = set()  # patches in force for the current skynet run (--what-if only)
-WHAT_IFS = {
-    "store-normal": "run store with PRAGMA synchronous = NORMAL instead of FULL",
-    "metric-inline": "score() called in the evaluating thread, not a new thread per call",
-}
-
-
-def _install_what_ifs() -> None:
-    """Patch, in this process only, the two costs the profile points at; off unless asked for.
-
-    These measure what a fix would buy; they are not Skynet's behaviour.
-    """
-    from skynet.contract import Metric
-    from skynet.runs.store import RunStore
-
-    store_init = RunStore.__init__
-
-    def init(self: Any, path: Path) -> None:
-        store_init(self, path)
-        if "store-normal" in _WHAT_IF:
-            self._db.execute("PRAGMA synchronous = NORMAL")
-
-    call_limited = Metric._call_limited
-
-    def limited(self: Any, args: tuple[Any, ...], item_id: str | None) -> Any:
-        if "metric-inline" not in _WHAT_IF:
-            return call_limited(self, args, item_id)
-        try:
-            return self.fn(*args)
-        except Exception as exc:
-            item = f" on item '{item_id}'" if item_id is not None else ""
-            raise self._raised(exc, item, item_id) from exc
-
-    RunStore.__init__ = init  # type: ignore[method-assign]
-    Metric._call_limited = limited  # type: ignore[method-assign]
-
-
 def _instrument_skynet_engine() -> None:
     """Wrap GepaEngine.optimize (in this process only) to time each evaluation and keep the outcome.
 
@@ -675,12 +638,6 @@ def main(argv: list[str] | None = None) -> int:
         help="run the ScriptedServer in this process (its threads share the GIL)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the temp projects")
-    parser.add_argument(
-        "--what-if",
-        action="store_true",
-        help="also run skynet with candidate fixes patched in (this process "
-        "only): " + "; ".join(WHAT_IFS.values()),
-    )
     args = parser.parse_args(argv)
 
     os.environ[KEY_ENV] = KEY
@@ -707,8 +664,6 @@ def _measure(args: argparse.Namespace, main_server: Server, tp_server: Server, w
     if SKYNET_TEMPLATE != REFLECTION_TEMPLATE:
         print("note: engines/gepa.py's REFLECTION_TEMPLATE changed; update this benchmark's copy")
     _instrument_skynet_engine()
-    if args.what_if:
-        _install_what_ifs()
     # Warm both paths once (litellm's first call builds schemas; HTTP clients start up), so the
     # first timed run of either kind does not pay it.
     warm()
@@ -733,7 +688,7 @@ def _measure(args: argparse.Namespace, main_server: Server, tp_server: Server, w
     )
     print(
         f"context: one SQLite WAL commit in the temp folder takes {commits['FULL']:.2f} ms with "
-        f"synchronous=FULL (the run store's setting), {commits['NORMAL']:.3f} ms with NORMAL"
+        f"synchronous=FULL, {commits['NORMAL']:.3f} ms with NORMAL (the run store's setting)"
     )
 
     # ---- 1. overhead --------------------------------------------------------------------------
@@ -745,14 +700,11 @@ def _measure(args: argparse.Namespace, main_server: Server, tp_server: Server, w
     )
     pairs: list[tuple[RunResult, RunResult]] = []
     variants = ["raw", "skynet"]
-    if args.what_if:
-        variants += [*WHAT_IFS, ",".join(WHAT_IFS)]
-    what_if: dict[str, list[float]] = {v: [] for v in variants[2:]}
     for rep in range(args.repeats):
         done: dict[str, RunResult] = {}
         shift = rep % len(variants)  # rotate the order, so slow drift hits every variant alike
         for kind in variants[shift:] + variants[:shift]:
-            folder = work / f"overhead-{rep}-{kind.replace(',', '+')}"
+            folder = work / f"overhead-{rep}-{kind}"
             write_project(
                 folder,
                 shape,
@@ -770,16 +722,8 @@ def _measure(args: argparse.Namespace, main_server: Server, tp_server: Server, w
                     seed=args.seed,
                 )
             else:
-                _WHAT_IF.clear()
-                if kind != "skynet":
-                    _WHAT_IF.update(kind.split(","))
-                try:
-                    done[kind] = run_skynet(folder, main_server)
-                finally:
-                    _WHAT_IF.clear()
+                done[kind] = run_skynet(folder, main_server)
         raw, sky = done["raw"], done["skynet"]
-        for v in what_if:
-            what_if[v].append(done[v].wall_s / raw.wall_s)
         pairs.append((raw, sky))
         print(
             f"  pair {rep + 1}: raw {raw.wall_s:.3f} s, skynet {sky.wall_s:.3f} s, "
@@ -811,15 +755,6 @@ def _measure(args: argparse.Namespace, main_server: Server, tp_server: Server, w
     records_ok = evals == sky.metric_invocations == sky.distinct
     rows_per_s = statistics.median(s.rows["evaluations"] / s.wall_s for _, s in pairs)
     all_rows_per_s = statistics.median(sum(s.rows.values()) / s.wall_s for _, s in pairs)
-
-    if what_if:
-        print(
-            "  what-if (patched in this process only; NOT Skynet's current behaviour), "
-            "median skynet / raw:"
-        )
-        for v, rs in what_if.items():
-            label = " + ".join(WHAT_IFS[x] for x in v.split(","))
-            print(f"    {statistics.median(rs):.3f}  {label}")
 
     # ---- 2. throughput --------------------------------------------------------------------------
     conc, lat = args.throughput_concurrency, args.throughput_latency_ms
