@@ -88,7 +88,7 @@ def open_project(project_dir: Path, overrides: dict[str, Any] | None = None) -> 
     Raises:
         ConfigError, DatasetError, ContractError: what is wrong, where, and the fix.
     """
-    project_dir = project_dir.resolve()
+    project_dir = project_dir.absolute()  # keep a symlinked folder as the user named it
     config = load_config(project_dir, overrides)
     if config.artifact.kind != "prompt":
         raise ConfigError(
