@@ -148,12 +148,31 @@ def cmd_show(args: argparse.Namespace) -> int:
     from skynet.runs.report import render_html, render_text, summarize
 
     store, run_id = _open_run(args)
-    summary = summarize(store, run_id)
+    # After a rescore, the report counts the scores of the metric it was rescored with.
+    summary = summarize(store, run_id, metric_hash=store.get_run(run_id).notes.get("metric_hash"))
     print(render_text(summary))
     if args.html:
         target = Path(args.html)
         target.write_text(render_html(summary), encoding="utf-8")
         print(f"wrote {target}")
+    return EXIT_OK
+
+
+def cmd_rescore(args: argparse.Namespace) -> int:
+    from skynet.runner import open_project, rescore
+    from skynet.runs.report import render_text, summarize
+
+    project = open_project(_project_dir(args), _overrides(args))
+    store, run_id = _open_run(args)
+    done = rescore(project, run_id)
+    print(
+        f"rescored {done.rescored} saved output(s) of run {run_id} with metric "
+        f"{done.metric_hash[:12]} (no task-model call); {done.metric_errors} metric error(s); "
+        f"{done.already_current} already under this metric; {done.task_errors_kept} task "
+        f"error(s) kept; {done.not_rescorable} not rescorable (output not JSON); "
+        f"{done.items_gone} item(s) no longer in the data"
+    )
+    print(render_text(summarize(store, run_id, metric_hash=done.metric_hash)))
     return EXIT_OK
 
 
@@ -243,6 +262,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", nargs="?", help="the run id (default: the latest)")
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser(
+        "rescore", help="score a run's saved outputs with the current metric.py (no task calls)"
+    )
+    with_dir(p)
+    p.add_argument("--run", help="the run (default: the latest)")
+    p.set_defaults(func=cmd_rescore)
 
     p = sub.add_parser("eval", help="score a candidate on a split and record it")
     with_dir(p)

@@ -7,6 +7,7 @@ differ only in how they turn a Result into their own shape.
 
 from __future__ import annotations
 
+import dataclasses
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -69,7 +70,6 @@ class Evaluation:
                 failure: BaseException | None = None
             except Exception as exc:  # the artifact's fault, recorded and survived
                 output, failure = None, exc
-        # The metric gets its own copy: whatever it does to it, the record is built from the meter.
         obs = meter.observation()
         if failure is not None:
             cause = str(failure) if isinstance(failure, ModelError) else repr(failure)
@@ -80,7 +80,14 @@ class Evaluation:
                 error_kind=TASK_ERROR,
                 traceback="".join(traceback.format_exception(failure)),
             )
-        with scoring(meter.observation()):
+        return self.score_output(item, output, obs)
+
+    def score_output(self, item: Item, output: Any, obs: Observation | None) -> Result:
+        """Call the metric on an output already made (a rescore uses this with the recorded
+        Observation). observation() inside the metric returns a copy of `obs`."""
+        # The metric gets its own copy: whatever it does to it, the record keeps the original.
+        handed = dataclasses.replace(obs) if obs is not None else _UNRECORDED
+        with scoring(handed):
             try:
                 verdict = self.metric(item.input, output, item.expected, item_id=item.id)
             except MetricError as exc:
@@ -110,3 +117,12 @@ class Evaluation:
             observation=obs,
             notes=verdict.notes,
         )
+
+
+# A rescored output whose run recorded no Observation: nothing was measured.
+_UNRECORDED = Observation(
+    elapsed_ms=0.0,
+    cost_usd=None,
+    cost_note="not recorded for this output",
+    time_note="not recorded for this output",
+)

@@ -37,6 +37,8 @@ __all__ = [
     "self_test",
     "run",
     "evaluate_candidate",
+    "rescore",
+    "RescoreOutcome",
 ]
 
 MIN_EVALUATIONS_BEFORE_ABORT = 8
@@ -424,3 +426,68 @@ def evaluate_candidate(
             store.record_evaluation(run_id, cid, split, found, project.metric.source_hash)
         results.append(found)
     return results
+
+
+def _no_task(candidate: Candidate, input: dict[str, Any]) -> Any:
+    raise AssertionError("a rescore never runs the task")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RescoreOutcome:
+    """What `rescore` did. Every count is of recorded evaluations."""
+
+    metric_hash: str
+    rescored: int
+    metric_errors: int
+    task_errors_kept: int
+    already_current: int
+    not_rescorable: int
+    items_gone: int
+
+
+def rescore(project: Project, run_id: str) -> RescoreOutcome:
+    """Score a run's saved outputs again with the project's current metric.
+
+    The task model is not called: each saved output is scored with the Observation recorded
+    when it was made. New results are recorded under the current metric's hash, so the report
+    counts them and marks what is left under an older metric as stale.
+
+    Raises:
+        ConfigError: unknown run.
+    """
+    store = project.open_store()
+    store.get_run(run_id)
+    current = project.metric.source_hash
+    scorer = Evaluation(project.metric, _no_task)
+    items = {
+        item.id: item
+        for split in (project.dataset.train, project.dataset.val, project.dataset.test)
+        for item in split
+    }
+    rows = store.evaluations(run_id)
+    done = {(r.candidate_id, r.item_id) for r in rows if r.metric_hash == current}
+    counts = dict(rescored=0, metric_errors=0, task_errors_kept=0, not_rescorable=0, items_gone=0)
+    for row in rows:
+        key = (row.candidate_id, row.item_id)
+        if key in done:
+            continue
+        done.add(key)
+        item = items.get(row.item_id)
+        if item is None:
+            counts["items_gone"] += 1
+            continue
+        old = row.result()
+        if row.error_kind == "task":  # no output to score: the error stands under the new metric
+            store.record_evaluation(run_id, row.candidate_id, row.split, old, current)
+            counts["task_errors_kept"] += 1
+            continue
+        if row.output_is_repr:
+            counts["not_rescorable"] += 1
+            continue
+        result = scorer.score_output(item, row.output, old.observation)
+        store.record_evaluation(run_id, row.candidate_id, row.split, result, current)
+        counts["rescored"] += 1
+        counts["metric_errors"] += not result.ok
+    store.set_note(run_id, "metric_hash", current)
+    already = len({(r.candidate_id, r.item_id) for r in rows if r.metric_hash == current})
+    return RescoreOutcome(metric_hash=current, already_current=already, **counts)

@@ -282,3 +282,42 @@ def test_set_overrides_any_key_and_a_bad_one_is_named(tmp_path, scripted_server,
     assert "artifact.max_token" in line and "artifact.max_tokens" in line
     assert main(["-C", str(project), "check", "--set", "novalue"]) == 2
     assert "KEY=VALUE" in one_line_error(capsys)
+
+
+def test_rescore_scores_saved_outputs_without_calling_the_task_model(
+    tmp_path, scripted_server, capsys
+):
+    scripted_server.responder = task_responder
+    project = make_project(tmp_path / "p", scripted_server.url, budget=20)
+    assert main(["-C", str(project), "run"]) == 0
+    requests = scripted_server.request_count
+    # A stricter metric: a right reply must also end with "!" (none of the saved ones does).
+    (project / "metric.py").write_text(
+        textwrap.dedent(
+            """
+        def score(input, output, expected=None):
+            named = expected["capital"].lower() in output.lower()
+            loud = output.strip().endswith("!")
+            return 0.5 * named + 0.5 * (named and loud), {"feedback": "name it, end with '!'"}
+        """
+        )
+    )
+    capsys.readouterr()
+    assert main(["-C", str(project), "rescore"]) == 0
+    out = capsys.readouterr().out
+    assert "(no task-model call)" in out
+    assert scripted_server.request_count == requests  # no model call at all
+    with runs_db(project) as db:
+        hashes = db.execute("SELECT COUNT(DISTINCT metric_hash) FROM evaluations").fetchone()[0]
+        rescored = db.execute(
+            "SELECT COUNT(*) FROM evaluations e JOIN runs r ON e.metric_hash != r.metric_hash"
+        ).fetchone()[0]
+        total_before = db.execute(
+            "SELECT COUNT(*) FROM evaluations e JOIN runs r ON e.metric_hash = r.metric_hash"
+        ).fetchone()[0]
+    assert hashes == 2 and rescored == total_before
+    assert main(["-C", str(project), "show"]) == 0
+    shown = capsys.readouterr().out
+    assert "+0.500" in shown  # best val is 0.5 under the new metric (it was 1.0)
+    assert main(["-C", str(project), "rescore"]) == 0  # a second rescore has nothing to do
+    assert "rescored 0 saved output(s)" in capsys.readouterr().out

@@ -1,0 +1,339 @@
+"""The scorer registry, the scorer self-test, and a scorer seen as a metric.py score function.
+
+The registry, not the caller, maps a name to a scorer; an unknown name lists the known ones.
+Built-in scorers are listed in `_BUILTINS`, one line each, and are built fresh by `get` with the
+options it is handed; scorers a user registers are kept as the objects registered.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import reprlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from skynet.data import Item
+from skynet.errors import ConfigError
+from skynet.scorers.base import EMPTY_REPLY, Call, Reply, Scorer, Verdict
+from skynet.scorers.xlam import XlamToolCall
+
+__all__ = [
+    "ANSWER_KEY",
+    "NULL_CONTROL",
+    "UNDECLARED_REASON",
+    "SCORER_ERROR",
+    "SelftestFailure",
+    "SelftestReport",
+    "as_metric",
+    "get",
+    "names",
+    "register",
+    "selftest",
+    "to_reply",
+]
+
+ANSWER_KEY = "answer key"
+NULL_CONTROL = "null control"
+UNDECLARED_REASON = "undeclared reason"
+SCORER_ERROR = "scorer error"
+
+# name -> factory taking the scorer's options as keyword arguments. One line per built-in.
+_BUILTINS: dict[str, Callable[..., Scorer]] = {
+    XlamToolCall.name: XlamToolCall,
+}
+
+_registered: dict[str, Scorer] = {}
+
+_short = reprlib.Repr()
+_short.maxstring = 80
+_short.maxother = 80
+
+
+def names() -> list[str]:
+    """Every scorer name `get` knows: the built-ins, then the registered ones, each sorted."""
+    return sorted(_BUILTINS) + sorted(_registered)
+
+
+def _known() -> str:
+    return ", ".join(names())
+
+
+def get(name: str, **options: Any) -> Scorer:
+    """The scorer registered under `name`, built with `options` when it is a built-in.
+
+    Raises:
+        ConfigError: no scorer has that name (the message lists the known ones), an option is
+            unknown (the message lists the scorer's options), or an option's value is refused.
+    """
+    factory = _BUILTINS.get(name)
+    if factory is not None:
+        accepted = [
+            p.name
+            for p in inspect.signature(factory).parameters.values()
+            if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        ]
+        unknown = sorted(set(options) - set(accepted))
+        if unknown:
+            have = ", ".join(accepted) or "none"
+            raise ConfigError(
+                f"scorer '{name}' has no option {', '.join(map(repr, unknown))}; its options: "
+                f"{have}"
+            )
+        return factory(**options)
+    scorer = _registered.get(name)
+    if scorer is None:
+        raise ConfigError(f"no scorer named {name!r}; known scorers: {_known()}")
+    if options:
+        raise ConfigError(
+            f"scorer '{name}' was registered as an object and takes no options; got "
+            f"{', '.join(sorted(options))}: register one scorer per setting under its own name"
+        )
+    return scorer
+
+
+def register(scorer: Scorer) -> Scorer:
+    """Make `scorer` available to `get` under its name. Returns it, so it can decorate.
+
+    Raises:
+        ConfigError: scorer is None, has no name or an empty one, or its name is a built-in's or
+            already registered.
+    """
+    if scorer is None:
+        raise ConfigError("register() was handed None; pass a scorer object")
+    name = getattr(scorer, "name", None)
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(
+            f"register() was handed a scorer with name {name!r}; give it a non-empty str name"
+        )
+    if name in _BUILTINS:
+        raise ConfigError(
+            f"scorer name {name!r} is a built-in scorer's; register yours under another name"
+        )
+    if name in _registered:
+        raise ConfigError(
+            f"a scorer named {name!r} is already registered; register yours under another name"
+        )
+    missing = [
+        attr for attr in ("version", "reasons", "key", "score") if not hasattr(scorer, attr)
+    ]
+    if missing:
+        raise ConfigError(
+            f"scorer {name!r} has no {', '.join(missing)}; a scorer has name, version, reasons, "
+            "key(item) and score(item, reply)"
+        )
+    _registered[name] = scorer
+    return scorer
+
+
+def _unregister(name: str) -> None:
+    """Forget a registered scorer (for tests)."""
+    _registered.pop(name, None)
+
+
+# -- self-test -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SelftestFailure:
+    """One failed check: "answer key", "null control", "undeclared reason" or "scorer error"."""
+
+    check: str
+    item_id: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True, slots=True)
+class SelftestReport:
+    """What the scorer self-test found. `ok` is True when nothing failed."""
+
+    scorer: str
+    items_checked: int
+    failures: tuple[SelftestFailure, ...] = ()
+    null_control_skipped: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def summary(self) -> str:
+        if self.ok:
+            return (
+                f"scorer '{self.scorer}' self-test passed on {self.items_checked} item(s) "
+                f"({len(self.null_control_skipped)} with a no-call key left out of the null "
+                "control)"
+            )
+        lines = [f"scorer '{self.scorer}' self-test failed: {len(self.failures)} check(s)"]
+        lines += [f"  - [{f.check}] {f.message}" for f in self.failures]
+        return "\n".join(lines)
+
+
+def _is_null(reply: Reply) -> bool:
+    return not reply.text and not reply.calls
+
+
+def selftest(scorer: Scorer, items: Iterable[Item]) -> SelftestReport:
+    """Hold a scorer to its contract on every item it will score.
+
+    Checks, per item:
+      - "answer key": score(item, key(item)) is correct;
+      - "null control": a reply with no text and no calls is wrong, unless the item's key is itself
+        such a reply (those items are left out of this check only);
+      - "undeclared reason": a verdict gave a reason the scorer does not declare, on either check.
+    An exception from key or score is not a wrong answer: it is reported as a "scorer error".
+    """
+    name = str(getattr(scorer, "name", type(scorer).__name__))
+    declared = set(scorer.reasons)
+    failures: list[SelftestFailure] = []
+    skipped: list[str] = []
+    checked = 0
+
+    def judge(item: Item, reply: Reply, check: str) -> Verdict | None:
+        try:
+            verdict = scorer.score(item, reply)
+        except Exception as exc:
+            failures.append(
+                SelftestFailure(
+                    SCORER_ERROR,
+                    item.id,
+                    f"scorer '{name}' raised {type(exc).__name__}: {exc} on item '{item.id}' "
+                    f"({check} check); the item cannot be judged: fix the item or the scorer",
+                )
+            )
+            return None
+        if not isinstance(verdict, Verdict):
+            failures.append(
+                SelftestFailure(
+                    SCORER_ERROR,
+                    item.id,
+                    f"scorer '{name}' returned {_short.repr(verdict)} on item '{item.id}', not a "
+                    "Verdict; score() must return Verdict(correct, reason, detail)",
+                )
+            )
+            return None
+        if verdict.reason not in declared:
+            failures.append(
+                SelftestFailure(
+                    UNDECLARED_REASON,
+                    item.id,
+                    f"scorer '{name}' gave reason {verdict.reason!r} on item '{item.id}' "
+                    f"({check} check), which it does not declare (reasons: "
+                    f"{', '.join(sorted(declared)) or 'none'}); add it to reasons or give a "
+                    "declared one",
+                )
+            )
+        return verdict
+
+    for item in items:
+        checked += 1
+        try:
+            key = scorer.key(item)
+        except Exception as exc:
+            failures.append(
+                SelftestFailure(
+                    SCORER_ERROR,
+                    item.id,
+                    f"scorer '{name}' key() raised {type(exc).__name__}: {exc} on item "
+                    f"'{item.id}'; the item has no answer key: fix the item or the scorer",
+                )
+            )
+            continue
+        on_key = judge(item, key, ANSWER_KEY)
+        if on_key is not None and not on_key.correct:
+            failures.append(
+                SelftestFailure(
+                    ANSWER_KEY,
+                    item.id,
+                    f"{ANSWER_KEY} check failed for item '{item.id}': scorer '{name}' marked the "
+                    f"item's own answer {_short.repr(key)} wrong ({on_key.reason}: "
+                    f"{on_key.detail}); the answer key must score correct",
+                )
+            )
+        if _is_null(key):
+            skipped.append(item.id)
+            continue
+        on_null = judge(item, EMPTY_REPLY, NULL_CONTROL)
+        if on_null is not None and on_null.correct:
+            failures.append(
+                SelftestFailure(
+                    NULL_CONTROL,
+                    item.id,
+                    f"{NULL_CONTROL} check failed for item '{item.id}': scorer '{name}' marked a "
+                    "reply with no text and no calls correct; a scorer that marks everything "
+                    "correct cannot guide an optimizer",
+                )
+            )
+    return SelftestReport(
+        scorer=name, items_checked=checked, failures=tuple(failures), null_control_skipped=tuple(skipped)
+    )
+
+
+# -- a scorer as a metric ------------------------------------------------------------------------
+
+
+def _to_call(value: Any) -> Call:
+    if isinstance(value, Call):
+        return value
+    if isinstance(value, Mapping):
+        fn = value.get("function")
+        source = fn if isinstance(fn, Mapping) else value  # OpenAI's {"function": {...}} shape
+        name = source.get("name", "")
+        arguments = source.get("arguments", "")
+        if not isinstance(arguments, str):
+            # Already-parsed arguments: serialised back, so the scorer reads them as text.
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        return Call(name=name, arguments=arguments)
+    raise TypeError(f"a tool call must be a Call or a dict with name and arguments, not {value!r}")
+
+
+def to_reply(output: Any) -> Reply:
+    """An artifact's output as a Reply: a Reply as is, a dict {text, calls, truncated}, a str as
+    the reply's text, None as the empty reply."""
+    if isinstance(output, Reply):
+        return output
+    if output is None:
+        return EMPTY_REPLY
+    if isinstance(output, str):
+        return Reply(text=output)
+    if isinstance(output, Mapping):
+        text = output.get("text")
+        calls: Sequence[Any] = output.get("calls") or ()
+        return Reply(
+            text="" if text is None else str(text),
+            calls=tuple(_to_call(c) for c in calls),
+            truncated=bool(output.get("truncated", False)),
+        )
+    raise TypeError(
+        f"the output is a {type(output).__name__}; a scorer reads a Reply, a dict "
+        "{text, calls, truncated} or a str"
+    )
+
+
+def as_metric(scorer: Scorer) -> Callable[..., tuple[float, dict[str, Any]]]:
+    """A metric.py `score(input, output, expected=None)` that asks `scorer`.
+
+    Correct scores 1.0, wrong 0.0; the feedback is the verdict's reason and detail, so a
+    reflection model reads why. The scorer's exceptions propagate: the run records an error, not
+    a score.
+    """
+    name = scorer.name
+
+    def score(
+        input: Mapping[str, Any], output: Any, expected: Mapping[str, Any] | None = None
+    ) -> tuple[float, dict[str, Any]]:
+        item = Item(
+            id=str(input.get("id", "item")) if isinstance(input, Mapping) else "item",
+            input=dict(input) if isinstance(input, Mapping) else {},
+            expected=dict(expected) if expected is not None else None,
+        )
+        verdict = scorer.score(item, to_reply(output))
+        feedback = f"{verdict.reason}: {verdict.detail}"
+        return (1.0 if verdict.correct else 0.0), {"feedback": feedback, "reason": verdict.reason}
+
+    score.__name__ = f"score_{name.replace('-', '_')}"
+    score.__doc__ = f"Scores with the '{name}' scorer (version {scorer.version})."
+    return score
