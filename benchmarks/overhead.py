@@ -56,6 +56,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from engines.gepa import REFLECTION_TEMPLATE  # noqa: E402 — a string; the raw run uses it too
+
 MODEL = "openai/skynet-test"  # skynet.testing.server.MODEL
 KEY_ENV = "SKYNET_BENCH_API_KEY"
 KEY = "sk-loopback"
@@ -63,22 +65,6 @@ SEED_INSTRUCTION = "Tell the user about the country."
 IMPROVED = "Name the capital city of the country the user gives, in one short sentence."
 USER_TEMPLATE = "Country: {country}"
 MAX_TOKENS = 64
-# engines/gepa.py REFLECTION_TEMPLATE, copied so the raw run imports nothing from skynet; checked
-# equal at start-up so the two runs cannot drift apart unnoticed.
-REFLECTION_TEMPLATE = """You improve an instruction given to an AI assistant.
-
-Current instruction:
-```
-<curr_param>
-```
-
-How the assistant did on some examples, with feedback on each:
-```
-<side_info>
-```
-
-Write a better instruction that fixes the problems the feedback describes. Reply with the new instruction only, inside ``` fences."""
-
 METRIC_SOURCE = '''"""Does the reply name the country's capital? (benchmark metric)"""
 
 CALLS = []  # one entry per call; the benchmark reads len(CALLS) (list.append is atomic)
@@ -451,6 +437,8 @@ def run_raw(folder: Path, server: Server, *, concurrency: int, budget: int, seed
         reflection=ReflectionConfig(
             reflection_lm=reflection_lm,
             reflection_minibatch_size=min(3, len(train)),
+            # The same template as skynet's engine (a string: importing it runs no skynet code
+            # in the raw run).
             reflection_prompt_template=REFLECTION_TEMPLATE,
         ),
     )
@@ -657,12 +645,9 @@ def main(argv: list[str] | None = None) -> int:
 def _measure(args: argparse.Namespace, main_server: Server, tp_server: Server, work: Path) -> int:
     import litellm
 
-    from engines.gepa import REFLECTION_TEMPLATE as SKYNET_TEMPLATE
     from skynet import runner  # noqa: F401 — imported before timing, as litellm and gepa are
     from skynet.models._litellm import warm
 
-    if SKYNET_TEMPLATE != REFLECTION_TEMPLATE:
-        print("note: engines/gepa.py's REFLECTION_TEMPLATE changed; update this benchmark's copy")
     _instrument_skynet_engine()
     # Warm both paths once (litellm's first call builds schemas; HTTP clients start up), so the
     # first timed run of either kind does not pay it.
