@@ -191,7 +191,8 @@ class RunOutcome:
     best_val: float | None
 
 
-def _resolve_engine(project: Project, log: Callable[[str], None]) -> tuple[str, str]:
+def _resolve_engine(project: Project) -> tuple[str, str]:
+    """The engine to run and why (recorded with the run and printed)."""
     name = project.config.engine.name
     if name == "auto":
         # The full Auto engine (budget levels, early stop) is its own issue; for prompts it is gepa.
@@ -221,7 +222,7 @@ def run(
     if not report.ok:
         raise ContractError(report.summary(), check=report.failures[0].check)
 
-    engine_name, why = _resolve_engine(project, say)
+    engine_name, why = _resolve_engine(project)
     engine = get_engine(engine_name)
     train, val = project.dataset.train, project.dataset.val
     minibatch = min(cfg.engine.reflection_minibatch_size, len(train))
