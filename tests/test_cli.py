@@ -321,3 +321,20 @@ def test_rescore_scores_saved_outputs_without_calling_the_task_model(
     assert "+0.500" in shown  # best val is 0.5 under the new metric (it was 1.0)
     assert main(["-C", str(project), "rescore"]) == 0  # a second rescore has nothing to do
     assert "rescored 0 saved output(s)" in capsys.readouterr().out
+
+
+def test_a_dollar_budget_stops_the_run_within_one_proposal(tmp_path, scripted_server, capsys):
+    scripted_server.responder = lambda body: reply(
+        task_responder(body).text, prompt_tokens=1000, completion_tokens=0
+    )
+    project = make_project(tmp_path / "p", scripted_server.url, budget=400)
+    # $1 per million input tokens, 1,000 tokens a call: every call costs $0.001.
+    assert main(["-C", str(project), "run", "--max-cost-usd", "0.03"]) == 0
+    with runs_db(project) as db:
+        spent = db.execute("SELECT SUM(cost_usd) FROM calls WHERE cached = 0").fetchone()[0]
+        evaluations = db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+        status = db.execute("SELECT status FROM runs").fetchone()[0]
+    assert status == "finished" and evaluations < 400
+    # One proposal: a reflection call, the child on a minibatch of 3 and on the 8 val items.
+    one_proposal = 0.001 * (1 + 3 + 8)
+    assert 0.03 <= spent <= 0.03 + one_proposal + 1e-9, spent
