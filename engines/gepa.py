@@ -24,7 +24,7 @@ from skynet.data import Item
 from skynet.engine import Candidate, EngineContext, EngineOutcome
 from skynet.errors import ModelError
 
-__all__ = ["GepaEngine", "REFLECTION_TEMPLATE", "reflection_template"]
+__all__ = ["GepaEngine", "REFLECTION_TEMPLATE", "CODE_REFLECTION_TEMPLATE", "reflection_template"]
 
 # Short and plain on purpose: it must work for a 135M-parameter model as well as a large one.
 REFLECTION_TEMPLATE = """You improve an instruction given to an AI assistant.
@@ -42,20 +42,37 @@ How the assistant did on some examples, with feedback on each:
 Write a better instruction that fixes the problems the feedback describes. Reply with the new instruction only, inside ``` fences."""
 
 
-def reflection_template(objective: str = "", background: str = "") -> str:
-    """The template with the run's objective and background (GEPA takes a template or those)."""
+CODE_REFLECTION_TEMPLATE = """You improve a Python program. It defines run(input), which is called once per example.
+
+Current program:
+```
+<curr_param>
+```
+
+How the program did on some examples, with feedback on each:
+```
+<side_info>
+```
+
+Write a better program that fixes the problems the feedback describes. Keep the function run(input). Reply with the whole new program only, inside ``` fences."""
+
+
+def reflection_template(objective: str = "", background: str = "", kind: str = "prompt") -> str:
+    """The template for an artifact kind, with the run's objective and background (GEPA takes
+    either a template or those two, so they are written into the template here)."""
+    base = CODE_REFLECTION_TEMPLATE if kind == "code" else REFLECTION_TEMPLATE
     extra = ""
     if objective.strip():
         extra += f"\nThe goal: {objective.strip()}\n"
     if background.strip():
         extra += f"\nWhat to know: {background.strip()}\n"
     if not extra:
-        return REFLECTION_TEMPLATE
-    head, tail = REFLECTION_TEMPLATE.split("\n\nCurrent instruction:", 1)
-    return f"{head}\n{extra}\nCurrent instruction:{tail}"
+        return base
+    head, tail = base.split("\n\nCurrent ", 1)
+    return f"{head}\n{extra}\nCurrent {tail}"
 
 
-_CURRENT = re.compile(r"Current instruction:\n```\n(.*?)\n```\n\nHow the assistant did", re.S)
+_CURRENT = re.compile(r"Current (?:instruction|program):\n```\n(.*?)\n```\n\nHow the ", re.S)
 _DRAWS = 3
 _FAILURES_BEFORE_STOP = 3
 
@@ -181,7 +198,9 @@ class GepaEngine:
             reflection=ReflectionConfig(
                 reflection_lm=reflector,
                 reflection_minibatch_size=min(ctx.minibatch_size, len(ctx.train)),
-                reflection_prompt_template=reflection_template(ctx.objective, ctx.background),
+                reflection_prompt_template=reflection_template(
+                    ctx.objective, ctx.background, ctx.artifact_kind
+                ),
             ),
             tracking=TrackingConfig(logger=_Log(ctx)),
             stop_callbacks=[_BudgetStopper(ctx, reflector)],

@@ -206,6 +206,12 @@ class ArtifactConfig(_Section):
         default=256, ge=1, description="an integer >= 1 (the reply's token limit)"
     )
     temperature: Float = Field(default=0.0, ge=0, description="a number >= 0, e.g. 0.0")
+    timeout_s: Float = Field(
+        default=10.0, gt=0, description="a number > 0 (code: seconds one run may take)"
+    )
+    memory_mb: Int = Field(
+        default=1024, ge=64, description="an integer >= 64 (code: the child's address space, MB)"
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -39,6 +39,7 @@ class EngineContext:
         concurrency: evaluations in flight at once.
         log: one line of progress or explanation for the user.
         engine_log: the engine's own chatter (kept in the run folder, not shown).
+        artifact_kind: "prompt" or "code": what the texts are (the reflection prompt says so).
     """
 
     seed_candidate: Candidate
@@ -56,6 +57,7 @@ class EngineContext:
     concurrency: int = 4
     log: Callable[[str], None] = print
     engine_log: Callable[[str], None] = lambda message: None
+    artifact_kind: str = "prompt"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,6 +15,7 @@ __all__ = [
     "MetricError",
     "JudgeUnvalidated",
     "NotMeasuring",
+    "CandidateFailed",
 ]
 
 
@@ -80,3 +81,11 @@ class JudgeUnvalidated(SkynetError):
 
 class NotMeasuring(SkynetError):
     """observation() or service_cost() was called outside a metric call."""
+
+
+class CandidateFailed(SkynetError):
+    """A candidate under optimization failed on one item (crashed, hung, ran out of memory).
+
+    Expected while evolving code: an item error whose text reaches the reflection model, never a
+    reason to stop the run.
+    """

@@ -15,12 +15,20 @@ from typing import Any
 
 from skynet.contract import Metric
 from skynet.data import Item
-from skynet.errors import ContractError, MetricError, ModelError
+from skynet.errors import CandidateFailed, ContractError, MetricError, ModelError
 from skynet.measure import Observation, metering, scoring
 
-__all__ = ["Result", "Evaluation", "TASK_ERROR", "METRIC_ERROR", "CONTRACT_ERROR"]
+__all__ = [
+    "Result",
+    "Evaluation",
+    "TASK_ERROR",
+    "CANDIDATE_ERROR",
+    "METRIC_ERROR",
+    "CONTRACT_ERROR",
+]
 
 TASK_ERROR = "task"  # the artifact (or its model) failed on the item
+CANDIDATE_ERROR = "candidate"  # the candidate itself crashed (evolving code): feedback, not a fault
 METRIC_ERROR = "metric"  # score() raised or timed out: not a wrong answer
 CONTRACT_ERROR = "contract"  # score() returned something outside the contract
 
@@ -72,12 +80,18 @@ class Evaluation:
                 output, failure = None, exc
         obs = meter.observation()
         if failure is not None:
-            cause = str(failure) if isinstance(failure, ModelError) else repr(failure)
+            if isinstance(failure, CandidateFailed):
+                kind, cause = CANDIDATE_ERROR, str(failure)
+            else:
+                kind = TASK_ERROR
+                cause = str(failure) if isinstance(failure, ModelError) else repr(failure)
             return Result(
                 item_id=item.id,
                 observation=obs,
-                error=f"the artifact failed on item '{item.id}': {cause}",
-                error_kind=TASK_ERROR,
+                error=f"the candidate failed on item '{item.id}': {cause}"
+                if kind == CANDIDATE_ERROR
+                else f"the artifact failed on item '{item.id}': {cause}",
+                error_kind=kind,
                 traceback="".join(traceback.format_exception(failure)),
             )
         return self.score_output(item, output, obs)

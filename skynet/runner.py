@@ -18,13 +18,14 @@ from pathlib import Path
 from time import monotonic as _monotonic
 from typing import IO, Any
 
+from skynet.artifacts.code import CodeArtifact, load_code
 from skynet.artifacts.prompt import PromptArtifact, load_prompt, render_prompt
 from skynet.config import Config, load_config
 from skynet.contract import CheckReport, Metric, check_metric, load_metric
 from skynet.data import Dataset, Item, load_dataset
 from skynet.engine import Candidate, EngineContext, get_engine
 from skynet.errors import ConfigError, ContractError, SkynetError
-from skynet.evaluation import Evaluation, Result
+from skynet.evaluation import CANDIDATE_ERROR, Evaluation, Result
 from skynet.models import Models, configure
 from skynet.runs import RunStore
 
@@ -66,15 +67,23 @@ class Project:
     config: Config
     dataset: Dataset
     metric: Metric
-    artifact: PromptArtifact
+    artifact: PromptArtifact | CodeArtifact
 
     @property
     def fingerprint(self) -> str:
         """What, besides a candidate's texts, decides its outputs: task model and settings."""
         art = self.config.artifact
+        if isinstance(self.artifact, CodeArtifact):
+            return json.dumps(["code", art.timeout_s, art.memory_mb])
         return json.dumps(
             [self.config.models.task, art.max_tokens, art.temperature, self.artifact.user_template]
         )
+
+    def render(self, candidate: Candidate) -> tuple[str, str]:
+        """(file name, text) of a candidate written out as the artifact's own file."""
+        if isinstance(self.artifact, CodeArtifact):
+            return "best_code.py", self.artifact.render(candidate)
+        return "best_prompt.md", render_prompt(self.artifact, candidate)
 
     @property
     def store_path(self) -> Path:
@@ -92,10 +101,10 @@ def open_project(project_dir: Path, overrides: dict[str, Any] | None = None) -> 
     """
     project_dir = project_dir.absolute()  # keep a symlinked folder as the user named it
     config = load_config(project_dir, overrides)
-    if config.artifact.kind != "prompt":
+    if config.artifact.kind == "dspy":
         raise ConfigError(
-            f"{project_dir / 'skynet.toml'}: [artifact] kind = '{config.artifact.kind}' is not "
-            "available in this version of skynet; use kind = 'prompt'"
+            f"{project_dir / 'skynet.toml'}: [artifact] kind = 'dspy' is not available in this "
+            "version of skynet; use kind = 'prompt' or 'code'"
         )
     if config.metric.name:
         raise ConfigError(
@@ -104,7 +113,14 @@ def open_project(project_dir: Path, overrides: dict[str, Any] | None = None) -> 
         )
     dataset = load_dataset(config)
     metric = load_metric(project_dir / config.metric.path)
-    artifact = load_prompt(project_dir / config.artifact.path, config.data.inputs)
+    art = config.artifact
+    artifact: PromptArtifact | CodeArtifact
+    if art.kind == "code":
+        artifact = load_code(
+            project_dir / art.path, timeout_s=art.timeout_s, memory_mb=art.memory_mb
+        )
+    else:
+        artifact = load_prompt(project_dir / art.path, config.data.inputs)
     return Project(
         dir=project_dir, config=config, dataset=dataset, metric=metric, artifact=artifact
     )
@@ -117,9 +133,13 @@ def self_test(project: Project) -> CheckReport:
 
 def _task_runner(project: Project, models: Models) -> Callable[[Candidate, dict[str, Any]], Any]:
     art = project.config.artifact
+    artifact = project.artifact
+    if isinstance(artifact, CodeArtifact):
+        return artifact.run
+    prompt = artifact
 
     def run_prompt(candidate: Candidate, input: dict[str, Any]) -> str:
-        messages = project.artifact.messages(candidate, input)
+        messages = prompt.messages(candidate, input)
         reply = models.complete(
             "task", messages, max_tokens=art.max_tokens, temperature=art.temperature
         )
@@ -195,8 +215,9 @@ def _resolve_engine(project: Project) -> tuple[str, str]:
     """The engine to run and why (recorded with the run and printed)."""
     name = project.config.engine.name
     if name == "auto":
-        # The full Auto engine (budget levels, early stop) is its own issue; for prompts it is gepa.
-        return "gepa", "auto: a prompt artifact is optimized with gepa"
+        # The full Auto engine (budget levels, early stop) is its own issue; prompts and code go
+        # to gepa, as they will there.
+        return "gepa", f"auto: a {project.config.artifact.kind} artifact is optimized with gepa"
     return name, f"engine '{name}' named in the config"
 
 
@@ -286,7 +307,10 @@ def run(
     known: set[str] = set()  # candidates already recorded in this process
     started = _monotonic()
 
+    faults = 0
+
     def evaluate(candidate: Candidate, item: Item) -> Result:
+        nonlocal faults
         cid = candidate_id(candidate, project.fingerprint)
         if cid not in known:
             store.add_candidate(run_id, cid, candidate)
@@ -302,6 +326,9 @@ def run(
             progress.calls += 1
             progress.replayed += replayed
             progress.errors += not result.ok
+            # A candidate's own crash is feedback for the next one; a metric or model that keeps
+            # failing is a broken run. Only the latter counts toward the abort.
+            faults += not result.ok and result.error_kind != CANDIDATE_ERROR
             if split_of.get(item.id) == "val":
                 # An error is not a score of 0: the mean is over the items that were scored.
                 scores = val_scores.setdefault(cid, {})
@@ -311,7 +338,7 @@ def run(
                     mean = sum(scored) / len(scored)
                     if progress.best_val is None or mean > progress.best_val:
                         progress.best_val = mean
-            errors, calls = progress.errors, progress.calls
+            errors, calls = faults, progress.calls
         progress.tick()
         if calls >= MIN_EVALUATIONS_BEFORE_ABORT and errors / calls > cfg.engine.max_error_share:
             raise RunAborted(
@@ -359,6 +386,7 @@ def run(
         concurrency=cfg.engine.concurrency,
         log=say,
         engine_log=engine_log,
+        artifact_kind=cfg.artifact.kind,
     )
     try:
         outcome = engine.optimize(ctx)
@@ -384,8 +412,9 @@ def run(
     best = dict(outcome.best_candidate)
     best_id = candidate_id(best, project.fingerprint)
     store.set_best(run_id, best_id)
-    best_path = run_dir / "best_prompt.md"
-    best_path.write_text(render_prompt(project.artifact, best), encoding="utf-8")
+    name, text = project.render(best)
+    best_path = run_dir / name
+    best_path.write_text(text, encoding="utf-8")
     store.set_status(run_id, "finished")
     seed_val = outcome.val_scores[0] if outcome.val_scores else None
     best_val = outcome.val_scores[ids.index(best_id)] if best_id in ids else None

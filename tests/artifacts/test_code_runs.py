@@ -1,0 +1,105 @@
+"""A code artifact optimized end to end: candidates run sandboxed, their crashes reach the
+reflection model as feedback, and the reward trades accuracy against measured speed."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import textwrap
+
+from skynet.cli import main
+from skynet.testing import reply
+
+SEED = textwrap.dedent(
+    """
+    def run(input):
+        n = input["n"]
+        if n > 6:
+            return {"total": 1 // 0}  # breaks on large inputs
+        return {"total": sum(range(n + 1))}
+    """
+)
+FIXED = "def run(input):\n    n = input['n']\n    return {'total': n * (n + 1) // 2}\n"
+
+
+def make_code_project(root, server_url):
+    root.mkdir()
+    with open(root / "data.jsonl", "w") as f:
+        for n in range(12):
+            split = "val" if n % 2 else "train"
+            f.write(
+                json.dumps({"id": f"n{n}", "n": n, "total": n * (n + 1) // 2, "split": split})
+                + "\n"
+            )
+    (root / "code.py").write_text(SEED)
+    (root / "metric.py").write_text(
+        textwrap.dedent(
+            """
+        from skynet import reward
+
+        REWARD_SPEC = {"weights": {"accuracy": 0.8, "speed": 0.2, "cost": 0},
+                       "speed": {"reference": 2000}}
+
+        def score(input, output, expected=None):
+            right = isinstance(output, dict) and output.get("total") == expected["total"]
+            return reward(REWARD_SPEC, float(right), "right" if right else f"want {expected['total']}")
+        """
+        )
+    )
+    (root / "skynet.toml").write_text(
+        textwrap.dedent(
+            f"""
+        [data]
+        path = "data.jsonl"
+        inputs = ["n"]
+        outputs = ["total"]
+        split_column = "split"
+
+        [artifact]
+        kind = "code"
+        timeout_s = 5
+
+        [engine]
+        name = "auto"
+        concurrency = 2
+
+        [budget]
+        max_metric_calls = 30
+
+        [models]
+        reflection = "openai/skynet-test"
+
+        [models.endpoints."openai/skynet-test"]
+        api_base = "{server_url}"
+        """
+        )
+    )
+    return root
+
+
+def test_a_code_artifact_is_optimized_and_its_crashes_are_feedback(
+    tmp_path, scripted_server, capsys
+):
+    scripted_server.responder = lambda body: reply(f"```python\n{FIXED}```")
+    project = make_code_project(tmp_path / "p", scripted_server.url)
+    with open(project / "metric.py", "a") as f:
+        f.write("\n\ndef key(expected):\n    return {'total': expected['total']}\n")
+    assert main(["-C", str(project), "run"]) == 0
+    out = capsys.readouterr()
+    assert "auto: a code artifact is optimized with gepa" in out.err
+    best = next((project / ".skynet" / "runs").glob("*/best_code.py")).read_text()
+    assert best.strip() == FIXED.strip()
+    reflection_prompt = scripted_server.requests[0]["messages"][-1]["content"]
+    assert "Current program:" in reflection_prompt
+    assert "ZeroDivisionError" in reflection_prompt  # the crash's stderr reached reflection
+    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
+        kinds = dict(
+            db.execute(
+                "SELECT error_kind, COUNT(*) FROM evaluations WHERE error_kind IS NOT NULL GROUP BY error_kind"
+            )
+        )
+        speed = db.execute(
+            "SELECT json_extract(scores, '$.speed') FROM evaluations WHERE score IS NOT NULL LIMIT 1"
+        ).fetchone()[0]
+    assert kinds.get("candidate", 0) >= 1  # the seed's crashes are item errors, not scores
+    assert 0 < speed < 1  # the measured time of the sandboxed run fed the reward
