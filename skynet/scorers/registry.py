@@ -115,9 +115,7 @@ def register(scorer: Scorer) -> Scorer:
         raise ConfigError(
             f"a scorer named {name!r} is already registered; register yours under another name"
         )
-    missing = [
-        attr for attr in ("version", "reasons", "key", "score") if not hasattr(scorer, attr)
-    ]
+    missing = [attr for attr in ("version", "reasons", "key", "score") if not hasattr(scorer, attr)]
     if missing:
         raise ConfigError(
             f"scorer {name!r} has no {', '.join(missing)}; a scorer has name, version, reasons, "
@@ -268,7 +266,10 @@ def selftest(scorer: Scorer, items: Iterable[Item]) -> SelftestReport:
                 )
             )
     return SelftestReport(
-        scorer=name, items_checked=checked, failures=tuple(failures), null_control_skipped=tuple(skipped)
+        scorer=name,
+        items_checked=checked,
+        failures=tuple(failures),
+        null_control_skipped=tuple(skipped),
     )
 
 
