@@ -158,6 +158,51 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_selftest(args: argparse.Namespace) -> int:
+    import json
+
+    from skynet import scorers
+    from skynet.data import Item
+    from skynet.errors import DatasetError
+
+    path = Path(args.data)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such data file (--data takes a JSONL or JSON list file)")
+    text = path.read_text(encoding="utf-8")
+    try:
+        rows = (
+            json.loads(text)
+            if path.suffix == ".json"
+            else [json.loads(line) for line in text.splitlines() if line.strip()]
+        )
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{path}: not valid JSON ({exc})") from None
+    outputs = [c.strip() for c in args.outputs.split(",") if c.strip()]
+    items = []
+    for n, row in enumerate(rows, start=1):
+        missing = [c for c in outputs if c not in row]
+        if missing:
+            raise DatasetError(f"{path}:{n}: column '{missing[0]}' is missing (--outputs)")
+        items.append(
+            Item(
+                id=str(row.get("id", f"row{n}")),
+                input={k: v for k, v in row.items() if k not in outputs},
+                expected={c: row[c] for c in outputs},
+            )
+        )
+    options: dict[str, Any] = {}
+    for setting in args.option or []:
+        key, sep, raw = setting.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(
+                f"--option {setting!r}: write KEY=VALUE, e.g. --option ordering=strict"
+            )
+        options[key.strip()] = _toml_value(raw.strip())
+    report = scorers.selftest(scorers.get(args.scorer, **options), items)
+    print(report.summary())
+    return EXIT_OK if report.ok else EXIT_USER
+
+
 def cmd_rescore(args: argparse.Namespace) -> int:
     from skynet.runner import open_project, rescore
     from skynet.runs.report import render_text, summarize
@@ -262,6 +307,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", nargs="?", help="the run id (default: the latest)")
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("selftest", help="hold a built-in scorer to its self-test on a data file")
+    p.add_argument("scorer", help="the scorer's name, e.g. xlam-tool-call")
+    p.add_argument("--data", required=True, help="a JSONL (or .json list) file of rows")
+    p.add_argument("--outputs", default="answers", help="the answer column(s), comma-separated")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="a scorer option")
+    p.set_defaults(func=cmd_selftest)
 
     p = sub.add_parser(
         "rescore", help="score a run's saved outputs with the current metric.py (no task calls)"

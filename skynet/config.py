@@ -206,6 +206,10 @@ class ArtifactConfig(_Section):
         default=256, ge=1, description="an integer >= 1 (the reply's token limit)"
     )
     temperature: Float = Field(default=0.0, ge=0, description="a number >= 0, e.g. 0.0")
+    tools: Literal["row"] | None = Field(
+        default=None,
+        description='"row" (prompt: send each item\'s "tools" input column as OpenAI tools)',
+    )
     timeout_s: Float = Field(
         default=10.0, gt=0, description="a number > 0 (code: seconds one run may take)"
     )

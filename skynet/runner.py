@@ -76,7 +76,13 @@ class Project:
         if isinstance(self.artifact, CodeArtifact):
             return json.dumps(["code", art.timeout_s, art.memory_mb])
         return json.dumps(
-            [self.config.models.task, art.max_tokens, art.temperature, self.artifact.user_template]
+            [
+                self.config.models.task,
+                art.max_tokens,
+                art.temperature,
+                self.artifact.user_template,
+                art.tools,
+            ]
         )
 
     def render(self, candidate: Candidate) -> tuple[str, str]:
@@ -106,13 +112,13 @@ def open_project(project_dir: Path, overrides: dict[str, Any] | None = None) -> 
             f"{project_dir / 'skynet.toml'}: [artifact] kind = 'dspy' is not available in this "
             "version of skynet; use kind = 'prompt' or 'code'"
         )
-    if config.metric.name:
-        raise ConfigError(
-            f"{project_dir / 'skynet.toml'}: [metric] name = '{config.metric.name}': built-in "
-            "scorers are not available in this version; set [metric] path to your metric.py"
-        )
     dataset = load_dataset(config)
-    metric = load_metric(project_dir / config.metric.path)
+    if config.metric.name:
+        from skynet.scorers import scorer_metric
+
+        metric = scorer_metric(config.metric.name, config.metric.options)
+    else:
+        metric = load_metric(project_dir / config.metric.path)
     art = config.artifact
     artifact: PromptArtifact | CodeArtifact
     if art.kind == "code":
@@ -121,6 +127,11 @@ def open_project(project_dir: Path, overrides: dict[str, Any] | None = None) -> 
         )
     else:
         artifact = load_prompt(project_dir / art.path, config.data.inputs)
+        if art.tools == "row" and "tools" not in config.data.inputs:
+            raise ConfigError(
+                f"{project_dir / 'skynet.toml'}: [artifact] tools = 'row' sends each item's "
+                "'tools' column, but data.inputs does not list 'tools'; add it"
+            )
     return Project(
         dir=project_dir, config=config, dataset=dataset, metric=metric, artifact=artifact
     )
@@ -145,7 +156,25 @@ def _task_runner(project: Project, models: Models) -> Callable[[Candidate, dict[
         )
         return reply.text
 
-    return run_prompt
+    def run_with_tools(candidate: Candidate, input: dict[str, Any]) -> dict[str, Any]:
+        from skynet.scorers.xlam import tool_schemas
+
+        messages = prompt.messages(candidate, input)
+        reply = models.complete(
+            "task",
+            messages,
+            max_tokens=art.max_tokens,
+            temperature=art.temperature,
+            tools=tool_schemas(input),
+        )
+        # The reply as the server returned it, unparsed: the scorer judges it.
+        return {
+            "text": reply.text,
+            "calls": [dict(call) for call in reply.tool_calls],
+            "truncated": reply.finish_reason == "length",
+        }
+
+    return run_with_tools if art.tools == "row" else run_prompt
 
 
 def _versions() -> dict[str, str]:

@@ -121,6 +121,7 @@ class Reply:
     cached: bool
     finish_reason: str = "stop"
     attempts: int = 1
+    tool_calls: tuple[dict[str, str], ...] = ()  # each {"name", "arguments" (raw JSON text)}
 
 
 def _status_of(exc: BaseException) -> int | None:
@@ -400,6 +401,7 @@ class Models:
             cached=cached,
             finish_reason=call.reply.get("finish_reason") or "stop",
             attempts=attempts,
+            tool_calls=tuple(call.reply.get("tool_calls") or ()),
         )
 
     def close(self) -> None:

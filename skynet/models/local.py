@@ -7,7 +7,9 @@ other model (cache, governor, retries, ledgers, meter). No key, no network. Pric
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import threading
 import time
 import uuid
@@ -85,8 +87,50 @@ def _generate(model: str, messages: list[dict[str, Any]], params: dict[str, Any]
     if params.get("seed") is not None:
         kwargs["seed"] = int(params["seed"])
     plain = [{"role": m["role"], "content": _text(m.get("content"))} for m in messages]
+    if params.get("tools"):
+        plain = with_tools(plain, params["tools"])
     with _run_lock:
         return llm.create_chat_completion(messages=plain, **kwargs)
+
+
+# The system text a vLLM server with the hermes tool parser renders for tools (Hermes 2 Pro's).
+_HERMES_TOOLS = (
+    "You are a function calling AI model. You are provided with function signatures within "
+    "<tools></tools> XML tags. You may call one or more functions to assist with the user query. "
+    "Don't make assumptions about what values to plug into functions. Here are the available "
+    "tools: <tools>{tools}</tools>\nFor each function call return a json object with function "
+    "name and arguments within <tool_call></tool_call> XML tags as follows:\n<tool_call>\n"
+    '{{"name": <function-name>, "arguments": <args-dict>}}\n</tool_call>'
+)
+_TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.S)
+
+
+def with_tools(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages with the tools described in the system prompt, as the hermes template does."""
+    block = _HERMES_TOOLS.format(tools=" ".join(json.dumps(t) for t in tools))
+    if messages and messages[0]["role"] == "system":
+        first = {**messages[0], "content": f"{_text(messages[0].get('content'))}\n\n{block}"}
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": block}, *messages]
+
+
+def parse_tool_calls(text: str) -> tuple[str, list[dict[str, str]]]:
+    """Split a reply into (content, calls) the way vLLM's hermes parser does: every
+    <tool_call> block must hold {"name", "arguments"} JSON; on any failure, no calls and the raw
+    text (marker included)."""
+    if "<tool_call>" not in text:
+        return text, []
+    calls = []
+    for block in _TOOL_CALL.findall(text):
+        try:
+            data = json.loads(block.strip())
+            name, arguments = data["name"], data.get("arguments", {})
+            if not isinstance(name, str):
+                return text, []
+        except (ValueError, KeyError, TypeError):
+            return text, []
+        calls.append({"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)})
+    return text.split("<tool_call>", 1)[0].strip(), calls
 
 
 def _text(content: Any) -> str:
@@ -112,20 +156,27 @@ def register() -> None:
             out = _generate(model, messages, params)
             choice = out["choices"][0]
             usage = out.get("usage") or {}
+            content = choice["message"].get("content") or ""
+            finish = choice.get("finish_reason") or "stop"
+            message: dict[str, Any] = {"role": "assistant", "content": content}
+            if params.get("tools"):
+                content, calls = parse_tool_calls(content)
+                message["content"] = content
+                if calls:
+                    message["tool_calls"] = [
+                        {
+                            "id": f"call_{index}",
+                            "type": "function",
+                            "function": {"name": c["name"], "arguments": c["arguments"]},
+                        }
+                        for index, c in enumerate(calls)
+                    ]
+                    finish = "tool_calls" if finish == "stop" else finish
             return litellm.ModelResponse(
                 id=f"local-{uuid.uuid4().hex[:12]}",
                 created=int(time.time()),
                 model=model,
-                choices=[
-                    {
-                        "index": 0,
-                        "finish_reason": choice.get("finish_reason") or "stop",
-                        "message": {
-                            "role": "assistant",
-                            "content": choice["message"].get("content") or "",
-                        },
-                    }
-                ],
+                choices=[{"index": 0, "finish_reason": finish, "message": message}],
                 usage=litellm.Usage(
                     prompt_tokens=usage.get("prompt_tokens", 0),
                     completion_tokens=usage.get("completion_tokens", 0),

@@ -19,6 +19,7 @@ from skynet.scorers.registry import (
     get,
     names,
     register,
+    scorer_metric,
     selftest,
     to_reply,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "get",
     "names",
     "register",
+    "scorer_metric",
     "selftest",
     "to_reply",
 ]

@@ -7,6 +7,7 @@ options it is handed; scorers a user registers are kept as the objects registere
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import reprlib
@@ -20,6 +21,7 @@ from skynet.scorers.base import EMPTY_REPLY, Call, Reply, Scorer, Verdict
 from skynet.scorers.xlam import XlamToolCall
 
 __all__ = [
+    "scorer_metric",
     "ANSWER_KEY",
     "NULL_CONTROL",
     "UNDECLARED_REASON",
@@ -338,3 +340,38 @@ def as_metric(scorer: Scorer) -> Callable[..., tuple[float, dict[str, Any]]]:
     score.__name__ = f"score_{name.replace('-', '_')}"
     score.__doc__ = f"Scores with the '{name}' scorer (version {scorer.version})."
     return score
+
+
+def _reply_as_output(reply: Reply) -> dict[str, Any]:
+    """A Reply in the shape a run's output takes (and to_reply reads back)."""
+    if _is_null(reply) and not reply.truncated:
+        return {}  # the empty output: the contract's self-test leaves such keys out of its null control
+    return {
+        "text": reply.text,
+        "calls": [{"name": c.name, "arguments": c.arguments} for c in reply.calls],
+        "truncated": reply.truncated,
+    }
+
+
+def scorer_metric(name: str, options: Mapping[str, Any] | None = None) -> Any:
+    """A built-in scorer as a run's metric (a skynet.Metric): `metric.name` in skynet.toml.
+
+    The metric's answer key is the scorer's key(item); its source hash names the scorer, its
+    version and its options, so results are marked stale when any of them changes.
+    """
+    from skynet.contract import Metric
+
+    options = dict(options or {})
+    scorer = get(name, **options)
+
+    def key(expected: Mapping[str, Any] | None) -> dict[str, Any]:
+        item = Item(id="key", input={}, expected=dict(expected) if expected is not None else None)
+        return _reply_as_output(scorer.key(item))
+
+    identity = json.dumps([scorer.name, scorer.version, options], sort_keys=True, default=str)
+    return Metric(
+        as_metric(scorer),
+        name=f"scorer '{scorer.name}' v{scorer.version}",
+        key_fn=key,
+        source_hash=hashlib.sha256(identity.encode()).hexdigest(),
+    )

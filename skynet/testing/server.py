@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -39,6 +39,7 @@ class Step:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     finish_reason: str = "stop"
+    tool_calls: tuple[tuple[str, str], ...] = ()  # (name, raw arguments text)
 
 
 def reply(
@@ -47,16 +48,23 @@ def reply(
     latency_s: float = 0.0,
     prompt_tokens: int | None = None,
     completion_tokens: int | None = None,
-    finish_reason: str = "stop",
+    finish_reason: str | None = None,
+    tool_calls: Sequence[tuple[str, str]] = (),
 ) -> Step:
-    """A 200 reply. Token counts default to whitespace word counts of the prompt and the text."""
+    """A 200 reply. Token counts default to whitespace word counts of the prompt and the text.
+
+    Args:
+        tool_calls: (name, arguments text) pairs, sent as OpenAI tool_calls exactly as given.
+        finish_reason: default "tool_calls" when there are calls, else "stop".
+    """
     return Step(
         kind="reply",
         text=text,
         latency_s=latency_s,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
-        finish_reason=finish_reason,
+        finish_reason=finish_reason or ("tool_calls" if tool_calls else "stop"),
+        tool_calls=tuple((name, arguments) for name, arguments in tool_calls),
     )
 
 
@@ -68,6 +76,20 @@ def fail(status: int, *, retry_after: float | None = None, latency_s: float = 0.
 def hang(seconds: float = 30.0) -> Step:
     """Accept the request and say nothing for `seconds` (the client's time-out should fire)."""
     return Step(kind="hang", latency_s=seconds)
+
+
+def _message(step: Step) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": step.text}
+    if step.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": f"call_{index}",
+                "type": "function",
+                "function": {"name": name, "arguments": arguments},
+            }
+            for index, (name, arguments) in enumerate(step.tool_calls)
+        ]
+    return message
 
 
 def _words(messages: list[dict[str, Any]]) -> int:
@@ -191,7 +213,7 @@ class ScriptedServer:
                         "choices": [
                             {
                                 "index": 0,
-                                "message": {"role": "assistant", "content": step.text},
+                                "message": _message(step),
                                 "finish_reason": step.finish_reason,
                             }
                         ],

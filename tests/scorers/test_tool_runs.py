@@ -1,0 +1,164 @@
+"""Tool-calling runs: each item's tools in the request, the reply unparsed to the xlam-tool-call
+scorer as the run's metric; the embedded model's hermes-style tool calls; `skynet selftest`."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import textwrap
+
+import pytest
+
+from skynet.cli import main
+from skynet.models.local import parse_tool_calls, with_tools
+from skynet.testing import reply
+
+WEATHER = {
+    "name": "get_weather",
+    "description": "Weather for a city",
+    "parameters": {
+        "city": {"type": "str", "description": "the city"},
+        "units": {"type": "str, optional", "description": "c or f", "default": "c"},
+    },
+}
+CITIES = ["Paris", "Lima", "Oslo", "Rome", "Cairo", "Tokyo", "Quito", "Accra"]
+
+
+def xlam_rows():
+    for i, city in enumerate(CITIES):
+        yield {
+            "id": f"w{i}",
+            "query": f"What's the weather in {city}?",
+            "tools": json.dumps([WEATHER]),
+            "answers": json.dumps([{"name": "get_weather", "arguments": {"city": city}}]),
+            "split": "val" if i % 2 else "train",
+        }
+
+
+def make_tool_project(root, server_url):
+    root.mkdir()
+    with open(root / "data.jsonl", "w") as f:
+        for row in xlam_rows():
+            f.write(json.dumps(row) + "\n")
+    (root / "prompt.md").write_text("=== system ===\nBe helpful.\n=== user ===\n{query}\n")
+    (root / "skynet.toml").write_text(
+        textwrap.dedent(
+            f"""
+        [data]
+        path = "data.jsonl"
+        inputs = ["query", "tools"]
+        outputs = ["answers"]
+        split_column = "split"
+
+        [artifact]
+        kind = "prompt"
+        tools = "row"
+
+        [metric]
+        name = "xlam-tool-call"
+
+        [engine]
+        name = "gepa"
+        concurrency = 2
+
+        [budget]
+        max_metric_calls = 20
+
+        [models]
+        task = "openai/skynet-test"
+        reflection = "openai/skynet-test"
+
+        [models.endpoints."openai/skynet-test"]
+        api_base = "{server_url}"
+        """
+        )
+    )
+    return root
+
+
+def responder(body):
+    messages = body["messages"]
+    if "improve an instruction" in messages[-1]["content"]:
+        return reply("```\nAlways answer by calling the right tool.\n```")
+    assert body["tools"][0]["function"]["name"] == "get_weather"  # the row's tools were sent
+    system = messages[0]["content"]
+    city = messages[-1]["content"].split(" in ")[1].rstrip("?")
+    if "tool" in system:
+        return reply("", tool_calls=[("get_weather", json.dumps({"city": city}))])
+    return reply(f"I think it is sunny in {city}.")
+
+
+def test_a_tool_calling_prompt_is_optimized_with_the_xlam_scorer(tmp_path, scripted_server, capsys):
+    scripted_server.responder = responder
+    project = make_tool_project(tmp_path / "p", scripted_server.url)
+    assert main(["-C", str(project), "check"]) == 0
+    assert "self-test passed" in capsys.readouterr().out
+    assert main(["-C", str(project), "run"]) == 0
+    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
+        best, seed = db.execute("SELECT best_candidate_id, seed_candidate_id FROM runs").fetchone()
+        rows = db.execute(
+            "SELECT candidate_id, score, feedback, output FROM evaluations WHERE split='val'"
+        ).fetchall()
+    seed_rows = [r for r in rows if r[0] == seed]
+    best_rows = [r for r in rows if r[0] == best]
+    assert best != seed
+    assert all(r[1] == 0.0 and r[2].startswith("no-call") for r in seed_rows)
+    assert all(r[1] == 1.0 and r[2].startswith("match") for r in best_rows)
+    assert json.loads(best_rows[0][3])["calls"][0]["name"] == "get_weather"
+
+
+@pytest.mark.parametrize(
+    ("text", "content", "calls"),
+    [
+        ("no tools here", "no tools here", []),
+        (
+            '<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>',
+            "",
+            [("f", '{"x": 1}')],
+        ),
+        (
+            'ok <tool_call>{"name": "f", "arguments": {}}</tool_call><tool_call>{"name": "g", "arguments": {"y": "z"}}</tool_call>',
+            "ok",
+            [("f", "{}"), ("g", '{"y": "z"}')],
+        ),
+        (
+            '<tool_call>{"name": "f", "arguments": {"x": 1}}',
+            "",
+            [("f", '{"x": 1}')],
+        ),  # unclosed last block
+        ("<tool_call>not json</tool_call>", "<tool_call>not json</tool_call>", []),
+        (
+            '<tool_call>{"arguments": {}}</tool_call>',
+            '<tool_call>{"arguments": {}}</tool_call>',
+            [],
+        ),
+    ],
+)
+def test_hermes_parsing_of_the_embedded_models_replies(text, content, calls):
+    got_content, got_calls = parse_tool_calls(text)
+    assert got_content == content
+    assert [(c["name"], c["arguments"]) for c in got_calls] == calls
+
+
+def test_tools_are_described_in_the_system_prompt():
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    out = with_tools(
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "q"}], tools
+    )
+    assert out[0]["content"].startswith("Be brief.") and '"name": "f"' in out[0]["content"]
+    assert "<tool_call>" in out[0]["content"] and out[1] == {"role": "user", "content": "q"}
+    assert with_tools([{"role": "user", "content": "q"}], tools)[0]["role"] == "system"
+
+
+def test_selftest_command(tmp_path, capsys):
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in xlam_rows()))
+    assert main(["selftest", "xlam-tool-call", "--data", str(data)]) == 0
+    assert "self-test passed on 8 item(s)" in capsys.readouterr().out
+    assert (
+        main(["selftest", "xlam-tool-call", "--data", str(data), "--option", "ordering=sideways"])
+        == 2
+    )
+    assert "ordering" in capsys.readouterr().err
+    assert main(["selftest", "no-such-scorer", "--data", str(data)]) == 2
+    assert "xlam-tool-call" in capsys.readouterr().err  # the known names are listed
