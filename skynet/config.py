@@ -475,6 +475,9 @@ def load_config(project_dir: Path | str, overrides: Mapping[str, Any] | None = N
     folder = Path(project_dir).absolute()
     file = folder / CONFIG_FILE
     raw = _read_toml(file)
+    if isinstance(raw.get("metric"), str):
+        # `metric = "xlam-tool-call"`: shorthand for [metric] name = "xlam-tool-call".
+        raw["metric"] = {"name": raw["metric"]}
     applied: list[tuple[str, ...]] = []
     for key, value in (overrides or {}).items():
         applied.append(_apply_override(raw, key, value))

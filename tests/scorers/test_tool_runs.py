@@ -162,3 +162,16 @@ def test_selftest_command(tmp_path, capsys):
     assert "ordering" in capsys.readouterr().err
     assert main(["selftest", "no-such-scorer", "--data", str(data)]) == 2
     assert "xlam-tool-call" in capsys.readouterr().err  # the known names are listed
+
+
+def test_metric_shorthand_names_a_scorer(tmp_path, scripted_server, capsys):
+    project = make_tool_project(tmp_path / "p", scripted_server.url)
+    toml = project / "skynet.toml"
+    toml.write_text(
+        toml.read_text()
+        .replace('[metric]\nname = "xlam-tool-call"\n', "")
+        .replace("[data]", 'metric = "xlam-tool-call"\n\n[data]')
+    )
+    assert 'metric = "xlam-tool-call"' in toml.read_text() and "[metric]" not in toml.read_text()
+    assert main(["-C", str(project), "check"]) == 0
+    assert "metric self-test passed" in capsys.readouterr().out
