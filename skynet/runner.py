@@ -127,11 +127,19 @@ def open_project(project_dir: Path, overrides: dict[str, Any] | None = None) -> 
         )
     else:
         artifact = load_prompt(project_dir / art.path, config.data.inputs)
-        if art.tools == "row" and "tools" not in config.data.inputs:
-            raise ConfigError(
-                f"{project_dir / 'skynet.toml'}: [artifact] tools = 'row' sends each item's "
-                "'tools' column, but data.inputs does not list 'tools'; add it"
-            )
+        if art.tools == "row":
+            if "tools" not in config.data.inputs:
+                raise ConfigError(
+                    f"{project_dir / 'skynet.toml'}: [artifact] tools = 'row' sends each item's "
+                    "'tools' column, but data.inputs does not list 'tools'; add it"
+                )
+            from skynet.scorers.xlam import tool_schemas
+
+            # Every row's tools are converted now: type words outside the grammar refuse the whole
+            # dataset before anything is spent, rather than fail item by item in the run.
+            for split in (dataset.train, dataset.val, dataset.test):
+                for item in split:
+                    tool_schemas(item.input, row_name=item.id)
     return Project(
         dir=project_dir, config=config, dataset=dataset, metric=metric, artifact=artifact
     )

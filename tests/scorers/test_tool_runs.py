@@ -175,3 +175,17 @@ def test_metric_shorthand_names_a_scorer(tmp_path, scripted_server, capsys):
     assert 'metric = "xlam-tool-call"' in toml.read_text() and "[metric]" not in toml.read_text()
     assert main(["-C", str(project), "check"]) == 0
     assert "metric self-test passed" in capsys.readouterr().out
+
+
+def test_type_words_outside_the_grammar_refuse_the_dataset_at_load(
+    tmp_path, scripted_server, capsys
+):
+    project = make_tool_project(tmp_path / "p", scripted_server.url)
+    rows = [json.loads(line) for line in (project / "data.jsonl").read_text().splitlines()]
+    bad = dict(WEATHER, parameters={"city": {"type": "Optional[str]", "description": "x"}})
+    rows[3]["tools"] = json.dumps([bad])
+    (project / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["-C", str(project), "check"]) == 2
+    err = capsys.readouterr().err
+    assert "w3" in err and "Optional[str]" in err
+    assert scripted_server.request_count == 0
