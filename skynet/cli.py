@@ -99,11 +99,42 @@ def cmd_run(args: argparse.Namespace) -> int:
         for key, value in recorded.items():
             overrides.setdefault(f"budget.{key}", value)
     project = open_project(_project_dir(args), overrides)
+    if args.dry_run:
+        return _print_dry_run(project)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C
     outcome = run(project, resume=args.resume)
     store = project.open_store()
     print(render_text(summarize(store, outcome.run_id)))
     print(f"best candidate written to {outcome.best_path}")
+    return EXIT_OK
+
+
+def _print_dry_run(project: Any) -> int:
+    from skynet.runner import dry_run
+
+    plan = dry_run(project)
+
+    def usd(value: float | None, times: int) -> str:
+        return "unknown" if value is None else f"${value * times:.4f} (${value:.6f} x {times})"
+
+    total = plan.total_usd()
+    print(f"dry run: engine {plan.engine} ({plan.why}); nothing is recorded")
+    print(
+        f"  planned metric calls: {plan.planned_metric_calls} "
+        f"(at least {plan.min_metric_calls} to propose once)"
+    )
+    print(
+        f"  task:       {usd(plan.task_usd_per_call, plan.planned_metric_calls)}"
+        f"   from {plan.sampled_items} real call(s) on val items"
+    )
+    print(f"  judge:      {usd(plan.judge_usd_per_call, plan.planned_metric_calls)}")
+    print(
+        f"  reflection: {usd(plan.reflection_usd_per_call, plan.proposals)}"
+        f"   estimated from the prompt size, ~{plan.proposals} proposal(s)"
+    )
+    print(f"  total:      {'unknown' if total is None else f'~${total:.4f}'}")
+    for note in plan.notes:
+        print(f"  note: {note}")
     return EXIT_OK
 
 
@@ -290,6 +321,11 @@ def build_parser() -> argparse.ArgumentParser:
     with_models(p)
     p.add_argument(
         "--resume", metavar="RUN", help="continue a stopped run; nothing recorded is paid twice"
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the planned metric calls and a cost estimate from a few priced calls",
     )
     p.add_argument("--max-metric-calls", type=int, help="budget.max_metric_calls")
     p.add_argument("--max-cost-usd", type=float, help="budget.max_cost_usd")

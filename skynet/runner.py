@@ -40,6 +40,8 @@ __all__ = [
     "evaluate_candidate",
     "rescore",
     "RescoreOutcome",
+    "dry_run",
+    "DryRunEstimate",
 ]
 
 MIN_EVALUATIONS_BEFORE_ABORT = 8
@@ -558,3 +560,110 @@ def rescore(project: Project, run_id: str) -> RescoreOutcome:
     store.set_note(run_id, "metric_hash", current)
     already = len({(r.candidate_id, r.item_id) for r in rows if r.metric_hash == current})
     return RescoreOutcome(metric_hash=current, already_current=already, **counts)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DryRunEstimate:
+    """What `skynet run --dry-run` plans and expects to spend (USD None: a price is unknown)."""
+
+    engine: str
+    why: str
+    planned_metric_calls: int
+    min_metric_calls: int
+    sampled_items: int
+    task_usd_per_call: float | None
+    judge_usd_per_call: float | None
+    proposals: int
+    reflection_usd_per_call: float | None
+    notes: tuple[str, ...]
+
+    def total_usd(self) -> float | None:
+        parts = [
+            None
+            if self.task_usd_per_call is None
+            else self.task_usd_per_call * self.planned_metric_calls,
+            None
+            if self.judge_usd_per_call is None
+            else self.judge_usd_per_call * self.planned_metric_calls,
+            None
+            if self.reflection_usd_per_call is None
+            else self.reflection_usd_per_call * self.proposals,
+        ]
+        return None if any(p is None for p in parts) else sum(p for p in parts if p is not None)
+
+
+def dry_run(project: Project, *, sample: int = 3) -> DryRunEstimate:
+    """Plan a run and estimate its cost from a few real, priced calls, recording no run.
+
+    The seed candidate runs on up to `sample` val items (the calls land in the call cache, so the
+    real run does not pay for them again). Reflection cost is estimated from the prompt GEPA will
+    send (template, minibatch of feedback, the seed's text) at the reflection model's price.
+
+    Raises:
+        ContractError: the metric failed its self-test.
+    """
+    cfg = project.config
+    models = configure(cfg.models_config(), base_dir=project.dir)
+    report = self_test(project)
+    if not report.ok:
+        raise ContractError(report.summary(), check=report.failures[0].check)
+    engine_name, why = _resolve_engine(project)
+    engine = get_engine(engine_name)
+    train, val = project.dataset.train, project.dataset.val
+    minibatch = min(cfg.engine.reflection_minibatch_size, len(train))
+    needed = engine.min_metric_calls(
+        train=len(train), val=len(val), minibatch_size=cfg.engine.reflection_minibatch_size
+    )
+    planned = cfg.budget.max_metric_calls or needed
+    seed = dict(project.artifact.components)
+    evaluation = Evaluation(project.metric, _task_runner(project, models))
+    notes: list[str] = []
+    task_costs: list[float | None] = []
+    judge_before = models.ledgers["metric"].totals()
+    feedback_chars = 0
+    sampled = list(val[:sample])
+    for item in sampled:
+        result = evaluation(seed, item)
+        obs = result.observation
+        task_costs.append(None if obs is None else obs.cost_usd)
+        feedback_chars += len(result.feedback or result.error or "") + len(str(result.output))
+        if not result.ok:
+            notes.append(f"item '{item.id}' errored in the sample: {result.error}")
+    judge_after = models.ledgers["metric"].totals()
+    task_per_call = (
+        None
+        if not task_costs or any(c is None for c in task_costs)
+        else sum(c for c in task_costs if c is not None) / len(task_costs)
+    )
+    if task_per_call is None:
+        notes.append(f"task cost unknown: no price for {cfg.models.task} (declare one)")
+    judge_per_call = (judge_after.cost_usd - judge_before.cost_usd) / max(1, len(sampled))
+    if judge_after.unpriced_calls > judge_before.unpriced_calls:
+        judge_per_call = None
+        notes.append("judge cost unknown: the metric model has no known price")
+    # GEPA: the seed on val, then per proposal the parent and child on a minibatch, and the child
+    # on val when it wins; budget the proposals as if half of them won.
+    per_proposal = 2 * minibatch + len(val) / 2
+    proposals = max(1, int((planned - len(val)) / per_proposal)) if planned > len(val) else 0
+    reflection_model = models.config.model_for("reflection")
+    price = models.price(reflection_model)
+    text = "\n".join(seed.values())
+    prompt_chars = 900 + minibatch * (feedback_chars / max(1, len(sampled)) + 200) + len(text)
+    if price is None:
+        reflection_per_call = None
+        notes.append(f"reflection cost unknown: no price for {reflection_model} (declare one)")
+    else:
+        # ~4 characters a token; the reply is about as long as the text it rewrites.
+        reflection_per_call = price.cost(int(prompt_chars / 4), int(len(text) / 4) + 64)
+    return DryRunEstimate(
+        engine=engine_name,
+        why=why,
+        planned_metric_calls=planned,
+        min_metric_calls=needed,
+        sampled_items=len(sampled),
+        task_usd_per_call=task_per_call,
+        judge_usd_per_call=judge_per_call,
+        proposals=proposals,
+        reflection_usd_per_call=reflection_per_call,
+        notes=tuple(notes),
+    )

@@ -338,3 +338,28 @@ def test_a_dollar_budget_stops_the_run_within_one_proposal(tmp_path, scripted_se
     # One proposal: a reflection call, the child on a minibatch of 3 and on the 8 val items.
     one_proposal = 0.001 * (1 + 3 + 8)
     assert 0.03 <= spent <= 0.03 + one_proposal + 1e-9, spent
+
+
+def test_dry_run_plans_and_prices_without_recording_a_run(tmp_path, scripted_server, capsys):
+    scripted_server.responder = lambda body: reply(
+        task_responder(body).text, prompt_tokens=1000, completion_tokens=0
+    )
+    project = make_project(tmp_path / "p", scripted_server.url, budget=40)
+    assert main(["-C", str(project), "run", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "planned metric calls: 40 (at least 14 to propose once)" in out
+    assert "task:       $0.0400 ($0.001000 x 40)   from 3 real call(s)" in out
+    assert "reflection: $" in out and "total:      ~$" in out
+    assert scripted_server.request_count == 3  # three sampled val items, nothing else
+    db = project / ".skynet" / "runs.db"
+    if db.exists():
+        with runs_db(project) as conn:
+            assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+    # The real run does not pay again for the sampled calls (they are in the call cache).
+    assert main(["-C", str(project), "run"]) == 0
+    sent = Counter(
+        json.dumps(r["messages"], sort_keys=True)
+        for r in scripted_server.requests
+        if "improve an instruction" not in r["messages"][-1]["content"]
+    )
+    assert max(sent.values()) == 1
