@@ -19,6 +19,7 @@ from time import monotonic as _monotonic
 from typing import IO, Any
 
 from skynet.artifacts.code import CodeArtifact, load_code
+from skynet.artifacts.dspy_program import DspyArtifact, load_program
 from skynet.artifacts.prompt import PromptArtifact, load_prompt, render_prompt
 from skynet.config import Config, load_config
 from skynet.contract import CheckReport, Metric, check_metric, load_metric
@@ -69,7 +70,7 @@ class Project:
     config: Config
     dataset: Dataset
     metric: Metric
-    artifact: PromptArtifact | CodeArtifact
+    artifact: PromptArtifact | CodeArtifact | DspyArtifact
 
     @property
     def fingerprint(self) -> str:
@@ -77,6 +78,8 @@ class Project:
         art = self.config.artifact
         if isinstance(self.artifact, CodeArtifact):
             return json.dumps(["code", art.timeout_s, art.memory_mb])
+        if isinstance(self.artifact, DspyArtifact):
+            return json.dumps(["dspy", self.config.models.task, art.max_tokens, art.temperature])
         return json.dumps(
             [
                 self.config.models.task,
@@ -91,6 +94,8 @@ class Project:
         """(file name, text) of a candidate written out as the artifact's own file."""
         if isinstance(self.artifact, CodeArtifact):
             return "best_code.py", self.artifact.render(candidate)
+        if isinstance(self.artifact, DspyArtifact):
+            return "best_program.json", json.dumps(candidate, indent=2, ensure_ascii=False)
         return "best_prompt.md", render_prompt(self.artifact, candidate)
 
     @property
@@ -109,11 +114,6 @@ def open_project(project_dir: Path, overrides: dict[str, Any] | None = None) -> 
     """
     project_dir = project_dir.absolute()  # keep a symlinked folder as the user named it
     config = load_config(project_dir, overrides)
-    if config.artifact.kind == "dspy":
-        raise ConfigError(
-            f"{project_dir / 'skynet.toml'}: [artifact] kind = 'dspy' is not available in this "
-            "version of skynet; use kind = 'prompt' or 'code'"
-        )
     dataset = load_dataset(config)
     if config.metric.name:
         from skynet.scorers import scorer_metric
@@ -122,8 +122,12 @@ def open_project(project_dir: Path, overrides: dict[str, Any] | None = None) -> 
     else:
         metric = load_metric(project_dir / config.metric.path)
     art = config.artifact
-    artifact: PromptArtifact | CodeArtifact
-    if art.kind == "code":
+    artifact: PromptArtifact | CodeArtifact | DspyArtifact
+    if art.kind == "dspy":
+        artifact = load_program(
+            project_dir / art.path, max_tokens=art.max_tokens, temperature=art.temperature
+        )
+    elif art.kind == "code":
         artifact = load_code(
             project_dir / art.path, timeout_s=art.timeout_s, memory_mb=art.memory_mb
         )
@@ -157,6 +161,9 @@ def _task_runner(project: Project, models: Models) -> Callable[[Candidate, dict[
     artifact = project.artifact
     if isinstance(artifact, CodeArtifact):
         return artifact.run
+    if isinstance(artifact, DspyArtifact):
+        program = artifact
+        return lambda candidate, input: program.run(candidate, input, models)
     prompt = artifact
 
     def run_prompt(candidate: Candidate, input: dict[str, Any]) -> str:
@@ -453,7 +460,10 @@ def run(
     store.set_best(run_id, best_id)
     name, text = project.render(best)
     best_path = run_dir / name
-    best_path.write_text(text, encoding="utf-8")
+    if isinstance(project.artifact, DspyArtifact):
+        project.artifact.save(best, best_path)  # DSPy's own format: loads back with dspy alone
+    else:
+        best_path.write_text(text, encoding="utf-8")
     store.set_status(run_id, "finished")
     seed_val = outcome.val_scores[0] if outcome.val_scores else None
     best_val = outcome.val_scores[ids.index(best_id)] if best_id in ids else None

@@ -1,0 +1,117 @@
+"""A DSPy program as the artifact: its predictors' instructions are the candidate, its model calls
+go through skynet (metered, cached, in the task ledger), and the best program is saved in DSPy's
+own format, which loads back with dspy alone."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import textwrap
+
+import dspy
+
+from skynet.cli import main
+from skynet.testing import reply
+
+CAPITAL = {
+    "France": "Paris",
+    "Japan": "Tokyo",
+    "Peru": "Lima",
+    "Italy": "Rome",
+    "Egypt": "Cairo",
+    "Kenya": "Nairobi",
+    "Spain": "Madrid",
+    "Chile": "Santiago",
+}
+
+
+def responder(body):
+    messages = body["messages"]
+    if "improve an instruction" in messages[-1]["content"]:
+        return reply("```\nName the capital city of the country.\n```")
+    system = messages[0]["content"]
+    country = messages[-1]["content"].split("[[ ## country ## ]]")[1].split("\n")[1].strip()
+    answer = CAPITAL[country] if "capital city" in system else "Unknown"
+    return reply(f"[[ ## answer ## ]]\n{answer}\n\n[[ ## completed ## ]]")
+
+
+def make_dspy_project(root, server_url):
+    root.mkdir()
+    with open(root / "data.jsonl", "w") as f:
+        for i, (country, capital) in enumerate(CAPITAL.items()):
+            row = {
+                "id": f"d{i}",
+                "country": country,
+                "answer": capital,
+                "split": "val" if i % 2 else "train",
+            }
+            f.write(json.dumps(row) + "\n")
+    (root / "program.py").write_text("import dspy\n\nprogram = dspy.Predict('country -> answer')\n")
+    (root / "metric.py").write_text(
+        textwrap.dedent(
+            """
+        import skynet
+
+        def score(input, output, expected=None):
+            right = output == expected["answer"]
+            calls = skynet.observation().model_calls
+            return float(right), {"feedback": "right" if right else f"say {expected['answer']}",
+                                  "scores": {"model_calls": float(calls)}}
+        """
+        )
+    )
+    (root / "skynet.toml").write_text(
+        textwrap.dedent(
+            f"""
+        [data]
+        path = "data.jsonl"
+        inputs = ["country"]
+        outputs = ["answer"]
+        split_column = "split"
+
+        [artifact]
+        kind = "dspy"
+
+        [engine]
+        name = "gepa"
+
+        [budget]
+        max_metric_calls = 20
+
+        [models]
+        task = "openai/skynet-test"
+        reflection = "openai/skynet-test"
+
+        [models.endpoints."openai/skynet-test"]
+        api_base = "{server_url}"
+
+        [models.prices."openai/skynet-test"]
+        input_per_mtok = 1.0
+        output_per_mtok = 1.0
+        """
+        )
+    )
+    return root
+
+
+def test_a_dspy_program_is_optimized_metered_and_saved_in_dspys_format(tmp_path, scripted_server):
+    scripted_server.responder = responder
+    project = make_dspy_project(tmp_path / "p", scripted_server.url)
+    assert main(["-C", str(project), "run"]) == 0
+    saved = next((project / ".skynet" / "runs").glob("*/best_program.json"))
+    loaded = dspy.Predict("country -> answer")
+    loaded.load(str(saved))  # dspy alone reads it back
+    assert "capital city" in loaded.signature.instructions
+    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
+        best, seed = db.execute("SELECT best_candidate_id, seed_candidate_id FROM runs").fetchone()
+        val = dict(
+            db.execute(
+                "SELECT candidate_id, AVG(score) FROM evaluations WHERE split='val' GROUP BY candidate_id"
+            )
+        )
+        metered = db.execute(
+            "SELECT json_extract(observation, '$.model_calls'), json_extract(observation, '$.cost_usd') "
+            "FROM evaluations LIMIT 1"
+        ).fetchone()
+    assert val[seed] == 0.0 and val[best] == 1.0
+    assert metered[0] == 1 and metered[1] > 0  # DSPy's call went through the meter, priced
