@@ -39,7 +39,11 @@ class EngineContext:
         concurrency: evaluations in flight at once.
         log: one line of progress or explanation for the user.
         engine_log: the engine's own chatter (kept in the run folder, not shown).
-        artifact_kind: "prompt" or "code": what the texts are (the reflection prompt says so).
+        artifact_kind: "prompt", "code" or "dspy": what the texts are.
+        program: the DSPy program artifact (engines that run the program themselves).
+        models: the run's model session (for engines that call models through other clients).
+        score_output: scores an output the engine produced itself, with its Observation; records
+            and replays like `evaluate` (the same (candidate, item, output) is scored once).
     """
 
     seed_candidate: Candidate
@@ -58,6 +62,9 @@ class EngineContext:
     log: Callable[[str], None] = print
     engine_log: Callable[[str], None] = lambda message: None
     artifact_kind: str = "prompt"
+    program: Any = None
+    models: Any = None
+    score_output: Callable[[Candidate, Item, Any, Any], Result] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,6 +94,7 @@ class Engine(Protocol):
 # name -> "module:attribute"; a new engine adds one line here.
 ENGINES: dict[str, str] = {
     "gepa": "engines.gepa:GepaEngine",
+    "dspy-gepa": "engines.dspy_gepa:DspyGepaEngine",
 }
 
 

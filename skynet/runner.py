@@ -260,10 +260,18 @@ class RunOutcome:
 def _resolve_engine(project: Project) -> tuple[str, str]:
     """The engine to run and why (recorded with the run and printed)."""
     name = project.config.engine.name
+    kind = project.config.artifact.kind
     if name == "auto":
-        # The full Auto engine (budget levels, early stop) is its own issue; prompts and code go
-        # to gepa, as they will there.
-        return "gepa", f"auto: a {project.config.artifact.kind} artifact is optimized with gepa"
+        # The full Auto engine (budget levels, early stop) is its own issue; the engine choice is
+        # the one it will make: dspy programs to dspy-gepa, prompts and code to gepa.
+        if kind == "dspy":
+            return "dspy-gepa", "auto: a dspy program is optimized with dspy-gepa"
+        return "gepa", f"auto: a {kind} artifact is optimized with gepa"
+    if name == "dspy-gepa" and kind != "dspy":
+        raise ConfigError(
+            f"engine 'dspy-gepa' optimizes DSPy programs, and [artifact] kind is '{kind}'; use "
+            "engine 'gepa' (or 'auto')"
+        )
     return name, f"engine '{name}' named in the config"
 
 
@@ -395,6 +403,46 @@ def run(
             )
         return result
 
+    memo: dict[tuple[str, str, str], Result] = {}
+    key_locks: dict[tuple[str, str, str], threading.Lock] = {}
+
+    def score_output(candidate: Candidate, item: Item, output: Any, obs: Any) -> Result:
+        """An output the engine made itself: scored once per (candidate, item, output)."""
+        cid = candidate_id(candidate, project.fingerprint)
+        key = (cid, item.id, json.dumps(output, sort_keys=True, default=repr))
+        with lock:
+            key_lock = key_locks.setdefault(key, threading.Lock())
+        with key_lock:  # two threads on the same output (a minibatch may hold an item twice)
+            return score_once(key, cid, candidate, item, output, obs)
+
+    def score_once(
+        key: tuple[str, str, str], cid: str, candidate: Candidate, item: Item, output: Any, obs: Any
+    ) -> Result:
+        nonlocal faults
+        with lock:
+            found = memo.get(key)
+        if found is not None:
+            return found  # dspy.GEPA's second call, for feedback: the same verdict
+        if cid not in known:
+            store.add_candidate(run_id, cid, candidate)
+            known.add(cid)
+        result = store.find_evaluation(run_id, cid, item.id, metric_hash)
+        replayed = result is not None and result.output == output
+        if not replayed:
+            result = evaluation.score_output(item, output, obs)
+            store.record_evaluation(
+                run_id, cid, split_of.get(item.id, "train"), result, metric_hash
+            )
+        assert result is not None
+        with lock:
+            memo[key] = result
+            progress.calls += 1
+            progress.replayed += replayed
+            progress.errors += not result.ok
+            faults += not result.ok and result.error_kind != CANDIDATE_ERROR
+        progress.tick()
+        return result
+
     def reflect(prompt: str, draw: int) -> str:
         reply = models.complete(
             "reflection",
@@ -433,6 +481,9 @@ def run(
         log=say,
         engine_log=engine_log,
         artifact_kind=cfg.artifact.kind,
+        program=project.artifact if isinstance(project.artifact, DspyArtifact) else None,
+        models=models,
+        score_output=score_output,
     )
     try:
         outcome = engine.optimize(ctx)

@@ -27,8 +27,11 @@ CAPITAL = {
 
 def responder(body):
     messages = body["messages"]
-    if "improve an instruction" in messages[-1]["content"]:
-        return reply("```\nName the capital city of the country.\n```")
+    better = "Name the capital city of the country."
+    if any("new_instruction" in m["content"] for m in messages):  # dspy.GEPA's reflection
+        return reply(json.dumps({"new_instruction": better}))  # its proposer reads JSON
+    if "[[ ## country ## ]]" not in messages[-1]["content"]:  # skynet's gepa reflection
+        return reply(f"```\n{better}\n```")
     system = messages[0]["content"]
     country = messages[-1]["content"].split("[[ ## country ## ]]")[1].split("\n")[1].strip()
     answer = CAPITAL[country] if "capital city" in system else "Unknown"
@@ -115,3 +118,55 @@ def test_a_dspy_program_is_optimized_metered_and_saved_in_dspys_format(tmp_path,
         ).fetchone()
     assert val[seed] == 0.0 and val[best] == 1.0
     assert metered[0] == 1 and metered[1] > 0  # DSPy's call went through the meter, priced
+
+
+def test_dspy_gepa_engine_scores_each_output_once(tmp_path, scripted_server):
+    scripted_server.responder = responder
+    project = make_dspy_project(tmp_path / "p", scripted_server.url)
+    counter = project / "calls.txt"
+    (project / "metric.py").write_text(
+        textwrap.dedent(
+            f"""
+        import skynet
+
+        def score(input, output, expected=None):
+            calls = skynet.observation().model_calls
+            if calls:  # an output the program made (the self-test's outputs have no calls)
+                with open({str(counter)!r}, "a") as f:
+                    f.write(f"{{input['country']}}|{{output}}\\n")
+            right = output == expected["answer"]
+            return float(right), {{"feedback": "right" if right else f"say {{expected['answer']}}",
+                                   "scores": {{"model_calls": float(calls)}}}}
+        """
+        )
+    )
+    toml = project / "skynet.toml"
+    toml.write_text(toml.read_text().replace('name = "gepa"', 'name = "auto"'))
+    counter.write_text("")
+    assert main(["-C", str(project), "check"]) == 0
+    assert counter.read_text() == ""  # the self-test scored no program output
+    assert main(["-C", str(project), "run"]) == 0
+    scored = counter.read_text().splitlines()
+    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
+        engine, best, seed, note = db.execute(
+            "SELECT engine, best_candidate_id, seed_candidate_id, notes FROM runs"
+        ).fetchone()
+        val = dict(
+            db.execute(
+                "SELECT candidate_id, AVG(score) FROM evaluations WHERE split='val' GROUP BY candidate_id"
+            )
+        )
+        metered = db.execute(
+            "SELECT MIN(json_extract(observation, '$.model_calls')) FROM evaluations"
+        ).fetchone()[0]
+        rows = db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+    # dspy.GEPA asks for each output's score, then again for its feedback: the metric ran once
+    # per recorded evaluation, not twice.
+    assert scored and len(scored) == rows
+    assert engine == "dspy-gepa" and "dspy-gepa" in note
+    assert val[seed] == 0.0 and val[best] == 1.0
+    assert metered == 1  # each scored output carries the Observation of the program call
+    saved = next((project / ".skynet" / "runs").glob("*/best_program.json"))
+    loaded = dspy.Predict("country -> answer")
+    loaded.load(str(saved))
+    assert "capital city" in loaded.signature.instructions

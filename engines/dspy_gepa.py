@@ -1,0 +1,136 @@
+"""The DSPy GEPA engine: `dspy.GEPA` over a DSPy program, scored by the run's metric.
+
+dspy.GEPA runs the program itself; Skynet wraps it so that each call is metered (the Observation
+travels with the prediction) and its model calls go through skynet.models. The metric adapter
+turns score(input, output, expected) into dspy.GEPA's (gold, pred, trace, pred_name, pred_trace)
+→ dspy.Prediction(score, feedback). dspy.GEPA asks the metric a second time for feedback: that
+call is served from the first result for the same (candidate, item, output), so the metric and
+any judge run once and the score never changes between the two calls.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, cast
+
+from skynet.data import Item
+from skynet.engine import Candidate, EngineContext, EngineOutcome
+
+__all__ = ["DspyGepaEngine"]
+
+_ID_FIELD = "skynet_item_id"
+_INNER = "inner"
+
+
+def _component(name: str) -> str:
+    """The wrapper's predictor name as the artifact's component name."""
+    if name == _INNER:
+        return "self"
+    return name.removeprefix(f"{_INNER}.")
+
+
+def _candidate_of(module: Any) -> Candidate:
+    """A (wrapped) program's predictor instructions, by the artifact's component names."""
+    return {_component(n): p.signature.instructions for n, p in module.named_predictors()}
+
+
+class DspyGepaEngine:
+    """dspy.GEPA, with the run's Evaluation as its metric."""
+
+    name = "dspy-gepa"
+
+    def min_metric_calls(self, *, train: int, val: int, minibatch_size: int) -> int:
+        return val + 2 * min(minibatch_size, train)
+
+    def optimize(self, ctx: EngineContext) -> EngineOutcome:
+        import dspy
+
+        from skynet.measure import metering
+        from skynet.models.dspy_lm import SkynetLM
+
+        program_artifact = ctx.program
+        if program_artifact is None or ctx.models is None or ctx.score_output is None:
+            raise TypeError("the dspy-gepa engine needs a DSPy program artifact")
+        score_output = ctx.score_output
+        inputs = list(ctx.val[0].input) if ctx.val else list(ctx.train[0].input)
+
+        class Metered(dspy.Module):
+            """The program, with each call metered and its candidate noted on the prediction."""
+
+            def __init__(self, inner: Any) -> None:
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, **kwargs: Any) -> Any:
+                with metering(None) as meter:
+                    prediction = self.inner(**kwargs)
+                object.__setattr__(prediction, "_skynet_observation", meter.observation())
+                object.__setattr__(prediction, "_skynet_candidate", _candidate_of(self))
+                return prediction
+
+        def output_of(prediction: Any) -> Any:
+            fields = dict(prediction.toDict())
+            return next(iter(fields.values())) if len(fields) == 1 else fields
+
+        def metric(
+            gold: Any,
+            pred: Any,
+            trace: Any = None,
+            pred_name: str | None = None,
+            pred_trace: Any = None,
+        ) -> Any:
+            item = items[getattr(gold, _ID_FIELD)]
+            candidate: Candidate = getattr(pred, "_skynet_candidate", {})
+            result = score_output(
+                candidate, item, output_of(pred), getattr(pred, "_skynet_observation", None)
+            )
+            if not result.ok:
+                return dspy.Prediction(score=0.0, feedback=f"This example failed: {result.error}")
+            return dspy.Prediction(score=float(result.score or 0.0), feedback=result.feedback)
+
+        items = {item.id: item for item in (*ctx.train, *ctx.val)}
+
+        def example(item: Item) -> Any:
+            fields = {**item.input, **(item.expected or {}), _ID_FIELD: item.id}
+            return dspy.Example(**fields).with_inputs(*inputs)
+
+        student = Metered(program_artifact.with_candidate(dict(ctx.seed_candidate)))
+        task_lm = SkynetLM(
+            ctx.models,
+            max_tokens=program_artifact.max_tokens,
+            temperature=program_artifact.temperature,
+        )
+        optimizer = dspy.GEPA(
+            metric=metric,
+            max_metric_calls=ctx.max_metric_calls,
+            reflection_minibatch_size=min(ctx.minibatch_size, len(ctx.train)),
+            # Typed as dspy.LM; any BaseLM serves at run time.
+            reflection_lm=cast(Any, SkynetLM(ctx.models, role="reflection", max_tokens=512)),
+            num_threads=ctx.concurrency,
+            seed=ctx.seed,
+            track_stats=True,
+            use_merge=False,
+            gepa_kwargs={"stop_callbacks": [lambda state: ctx.should_stop()]},
+        )
+        # dspy.GEPA logs every iteration at INFO; Skynet's progress line says what matters.
+        dspy_log = logging.getLogger("dspy")
+        level = dspy_log.level
+        dspy_log.setLevel(logging.WARNING)
+        try:
+            with dspy.context(lm=task_lm):
+                optimized = optimizer.compile(
+                    student,
+                    trainset=[example(i) for i in ctx.train],
+                    valset=[example(i) for i in ctx.val],
+                )
+        finally:
+            dspy_log.setLevel(level)
+
+        details = optimized.detailed_results
+        return EngineOutcome(
+            best_candidate=_candidate_of(optimized),
+            candidates=[_candidate_of(c) for c in details.candidates],
+            parents=[list(p) for p in details.parents],
+            val_scores=[float(s) for s in details.val_aggregate_scores],
+            metric_calls=int(getattr(details, "total_metric_calls", 0) or 0),
+        )
