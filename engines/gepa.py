@@ -140,6 +140,31 @@ class _BudgetStopper:
         return self.reflector.fatal is not None or self.ctx.should_stop()
 
 
+class _Plateau:
+    """Stops once the best val score has not improved for `patience` iterations (proposals)."""
+
+    def __init__(self, ctx: EngineContext, patience: int) -> None:
+        self.ctx = ctx
+        self.patience = patience
+        self.best: float | None = None
+        self.since = 0
+        self.seen = 0
+
+    def __call__(self, gepa_state: Any) -> bool:
+        scores = list(getattr(gepa_state, "program_full_scores_val_set", []) or [])
+        iteration = int(getattr(gepa_state, "i", 0) or 0)
+        if scores and (self.best is None or max(scores) > self.best):
+            self.best, self.since = max(scores), iteration
+        if iteration - self.since >= self.patience and iteration != self.seen:
+            self.seen = iteration
+            self.ctx.log(
+                f"auto: no better val score in {self.patience} proposals (best "
+                f"{self.best if self.best is not None else 0:.3f}); stopping early"
+            )
+            return True
+        return False
+
+
 class _Log:
     """GEPA's logger protocol, onto the run's engine log."""
 
@@ -194,6 +219,7 @@ class GepaEngine:
                 track_best_outputs=False,
                 display_progress_bar=False,
                 capture_stdio=False,
+                frontier_type=ctx.frontier,  # type: ignore[arg-type]  # "instance" | "hybrid"
             ),
             reflection=ReflectionConfig(
                 reflection_lm=reflector,
@@ -203,7 +229,10 @@ class GepaEngine:
                 ),
             ),
             tracking=TrackingConfig(logger=_Log(ctx)),
-            stop_callbacks=[_BudgetStopper(ctx, reflector)],
+            stop_callbacks=[
+                _BudgetStopper(ctx, reflector),
+                *([_Plateau(ctx, ctx.patience)] if ctx.patience else []),
+            ],
         )
         result = optimize_anything(
             seed_candidate=dict(ctx.seed_candidate),

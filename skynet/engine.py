@@ -40,6 +40,9 @@ class EngineContext:
         log: one line of progress or explanation for the user.
         engine_log: the engine's own chatter (kept in the run folder, not shown).
         artifact_kind: "prompt", "code" or "dspy": what the texts are.
+        frontier: gepa's Pareto frontier: "instance" (per val item), or "hybrid" (items and
+            named objectives) when the metric returns named scores.
+        patience: stop after this many proposals without a better best val score (None: never).
         program: the DSPy program artifact (engines that run the program themselves).
         models: the run's model session (for engines that call models through other clients).
         score_output: scores an output the engine produced itself, with its Observation; records
@@ -62,6 +65,8 @@ class EngineContext:
     log: Callable[[str], None] = print
     engine_log: Callable[[str], None] = lambda message: None
     artifact_kind: str = "prompt"
+    frontier: str = "instance"
+    patience: int | None = None
     program: Any = None
     models: Any = None
     score_output: Callable[[Candidate, Item, Any, Any], Result] | None = None

@@ -27,6 +27,7 @@ from skynet.data import Dataset, Item, load_dataset
 from skynet.engine import Candidate, EngineContext, get_engine
 from skynet.errors import ConfigError, ContractError, SkynetError
 from skynet.evaluation import CANDIDATE_ERROR, Evaluation, Result
+from skynet.measure import TESTING, Observation, scoring
 from skynet.models import Models, configure
 from skynet.runs import RunStore
 
@@ -257,22 +258,70 @@ class RunOutcome:
     best_val: float | None
 
 
-def _resolve_engine(project: Project) -> tuple[str, str]:
-    """The engine to run and why (recorded with the run and printed)."""
-    name = project.config.engine.name
-    kind = project.config.artifact.kind
+@dataclass(frozen=True, kw_only=True)
+class _EnginePlan:
+    name: str
+    why: str
+    max_metric_calls: int | None
+    frontier: str = "instance"
+    patience: int | None = None
+
+
+def _named_scores(project: Project) -> bool:
+    """Whether the metric returns named scores (asked once, on the first item's answer key)."""
+    items = [*project.dataset.val, *project.dataset.train]
+    for item in items[:1]:
+        try:
+            with scoring(Observation(elapsed_ms=0.0), source=TESTING):
+                return bool(
+                    project.metric(
+                        item.input, project.metric.answer_key(item), item.expected
+                    ).scores
+                )
+        except SkynetError:
+            return False
+    return False
+
+
+def _resolve_engine(project: Project) -> _EnginePlan:
+    """The engine to run, its budget and settings, and why (recorded with the run and printed)."""
+    cfg = project.config
+    name, kind = cfg.engine.name, cfg.artifact.kind
     if name == "auto":
-        # The full Auto engine (budget levels, early stop) is its own issue; the engine choice is
-        # the one it will make: dspy programs to dspy-gepa, prompts and code to gepa.
-        if kind == "dspy":
-            return "dspy-gepa", "auto: a dspy program is optimized with dspy-gepa"
-        return "gepa", f"auto: a {kind} artifact is optimized with gepa"
+        import importlib
+
+        auto = importlib.import_module("engines.auto")  # the core never imports engines eagerly
+        user_budget = (
+            cfg.budget.max_metric_calls
+            if "max_metric_calls" in cfg.budget.model_fields_set
+            else None
+        )
+        plan = auto.plan(
+            kind=kind,
+            level=cfg.engine.auto,
+            train=len(project.dataset.train),
+            val=len(project.dataset.val),
+            minibatch_size=cfg.engine.reflection_minibatch_size,
+            named_scores=_named_scores(project),
+            budget_set_by_user=user_budget,
+        )
+        return _EnginePlan(
+            name=plan.engine,
+            why="auto: " + "; ".join(plan.reasons),
+            max_metric_calls=plan.max_metric_calls or cfg.budget.max_metric_calls,
+            frontier=plan.frontier,
+            patience=plan.patience,
+        )
     if name == "dspy-gepa" and kind != "dspy":
         raise ConfigError(
             f"engine 'dspy-gepa' optimizes DSPy programs, and [artifact] kind is '{kind}'; use "
             "engine 'gepa' (or 'auto')"
         )
-    return name, f"engine '{name}' named in the config"
+    return _EnginePlan(
+        name=name,
+        why=f"engine '{name}' named in the config",
+        max_metric_calls=cfg.budget.max_metric_calls,
+    )
 
 
 def run(
@@ -297,16 +346,17 @@ def run(
     if not report.ok:
         raise ContractError(report.summary(), check=report.failures[0].check)
 
-    engine_name, why = _resolve_engine(project)
+    plan = _resolve_engine(project)
+    engine_name, why, budget = plan.name, plan.why, plan.max_metric_calls
     engine = get_engine(engine_name)
     train, val = project.dataset.train, project.dataset.val
     minibatch = min(cfg.engine.reflection_minibatch_size, len(train))
     needed = engine.min_metric_calls(
         train=len(train), val=len(val), minibatch_size=cfg.engine.reflection_minibatch_size
     )
-    if cfg.budget.max_metric_calls is not None and cfg.budget.max_metric_calls < needed:
+    if budget is not None and budget < needed:
         raise ConfigError(
-            f"budget.max_metric_calls = {cfg.budget.max_metric_calls} is too small: the "
+            f"budget.max_metric_calls = {budget} is too small: the "
             f"{engine_name} engine needs at least {needed} ({len(val)} val items for the seed, "
             f"then a reflection step on {minibatch} train items, twice) to propose once; use "
             f"--max-metric-calls {needed} or more"
@@ -337,7 +387,7 @@ def run(
             metric_hash=metric_hash,
             seed=cfg.engine.seed,
             engine=engine_name,
-            budget=cfg.budget.model_dump(),
+            budget={**cfg.budget.model_dump(), "max_metric_calls": budget},
             versions=_versions(),
         )
         say(f"run {run_id}: {len(train)} train / {len(val)} val items · {why}")
@@ -354,7 +404,7 @@ def run(
     store.set_seed_candidate(run_id, candidate_id(seed, project.fingerprint))
     models.subscribe(lambda record: store.record_call(run_id, record))
 
-    progress = _Progress(budget=cfg.budget.max_metric_calls, models=models, out=stream)
+    progress = _Progress(budget=budget, models=models, out=stream)
     evaluation = Evaluation(project.metric, _task_runner(project, models))
     val_scores: dict[str, dict[str, float | None]] = {}
     lock = threading.Lock()
@@ -472,7 +522,9 @@ def run(
         reflect=reflect,
         record_proposal=lambda **kw: store.record_proposal(run_id, parent_id=None, **kw),
         should_stop=should_stop,
-        max_metric_calls=cfg.budget.max_metric_calls,
+        max_metric_calls=budget,
+        frontier=plan.frontier,
+        patience=plan.patience,
         seed=cfg.engine.seed,
         objective=cfg.engine.objective,
         background=cfg.engine.background,
@@ -668,14 +720,15 @@ def dry_run(project: Project, *, sample: int = 3) -> DryRunEstimate:
     report = self_test(project)
     if not report.ok:
         raise ContractError(report.summary(), check=report.failures[0].check)
-    engine_name, why = _resolve_engine(project)
+    plan = _resolve_engine(project)
+    engine_name, why = plan.name, plan.why
     engine = get_engine(engine_name)
     train, val = project.dataset.train, project.dataset.val
     minibatch = min(cfg.engine.reflection_minibatch_size, len(train))
     needed = engine.min_metric_calls(
         train=len(train), val=len(val), minibatch_size=cfg.engine.reflection_minibatch_size
     )
-    planned = cfg.budget.max_metric_calls or needed
+    planned = plan.max_metric_calls or needed
     seed = dict(project.artifact.components)
     evaluation = Evaluation(project.metric, _task_runner(project, models))
     notes: list[str] = []

@@ -1,0 +1,73 @@
+"""The Auto engine's rules: which engine, what budget, which frontier, when to stop early.
+
+Each choice comes with its reason; the run prints them and stores them in the run record.
+
+- Engine: a DSPy program → dspy-gepa; a prompt or code → gepa.
+- Budget (only when max_metric_calls is not set in skynet.toml or on the command line): the seed
+  on the val split, then N proposals, each a minibatch for parent and child, with a third of them
+  accepted and scored on the whole val split: val + N x 2 x minibatch + N / 3 x val, where N is
+  6 (light), 15 (medium) or 40 (heavy).
+- Frontier: "hybrid" (per val item and per named score) when the metric returns named scores,
+  else "instance" (per val item).
+- Early stop: when the best val score has not improved for 3 (light), 5 (medium) or 8 (heavy)
+  proposals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["AutoPlan", "plan", "PROPOSALS", "PATIENCE"]
+
+PROPOSALS = {"light": 6, "medium": 15, "heavy": 40}
+PATIENCE = {"light": 3, "medium": 5, "heavy": 8}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AutoPlan:
+    engine: str
+    max_metric_calls: int | None  # None: keep the budget the user set
+    frontier: str
+    patience: int
+    reasons: tuple[str, ...]
+
+
+def plan(
+    *,
+    kind: str,
+    level: str,
+    train: int,
+    val: int,
+    minibatch_size: int,
+    named_scores: bool,
+    budget_set_by_user: int | None,
+) -> AutoPlan:
+    """The Auto engine's choices for a run, each with its reason."""
+    engine = "dspy-gepa" if kind == "dspy" else "gepa"
+    reasons = [f"engine {engine}: the artifact is a {kind}"]
+    proposals = PROPOSALS[level]
+    minibatch = min(minibatch_size, train)
+    if budget_set_by_user is None:
+        budget: int | None = val + proposals * 2 * minibatch + (proposals * val) // 3
+        reasons.append(
+            f"budget {budget} metric calls: {level} = {proposals} proposals "
+            f"({val} val + {proposals} x 2 x {minibatch} minibatch + a third accepted x {val} val)"
+        )
+    else:
+        budget = None
+        reasons.append(f"budget {budget_set_by_user} metric calls: set in the config")
+    frontier = "hybrid" if named_scores else "instance"
+    reasons.append(
+        "frontier hybrid: the metric returns named scores"
+        if named_scores
+        else "frontier instance: the metric returns no named scores"
+    )
+    patience = PATIENCE[level]
+    reasons.append(f"early stop after {patience} proposals without a better val score ({level})")
+    return AutoPlan(
+        engine=engine,
+        max_metric_calls=budget,
+        frontier=frontier,
+        patience=patience,
+        reasons=tuple(reasons),
+    )

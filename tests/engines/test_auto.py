@@ -1,0 +1,56 @@
+"""The Auto engine: its choices, each with a reason, printed and stored with the run."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from projects import make_project, task_responder
+
+from engines.auto import PATIENCE, PROPOSALS, plan
+from skynet.cli import main
+
+
+@pytest.mark.parametrize(
+    ("kind", "level", "named", "user", "engine", "budget", "frontier"),
+    [
+        ("prompt", "light", False, None, "gepa", 8 + 6 * 2 * 3 + (6 * 8) // 3, "instance"),
+        ("code", "medium", True, None, "gepa", 8 + 15 * 2 * 3 + (15 * 8) // 3, "hybrid"),
+        ("dspy", "heavy", False, 99, "dspy-gepa", None, "instance"),
+    ],
+)
+def test_plan_rules(kind, level, named, user, engine, budget, frontier):
+    got = plan(
+        kind=kind,
+        level=level,
+        train=8,
+        val=8,
+        minibatch_size=3,
+        named_scores=named,
+        budget_set_by_user=user,
+    )
+    assert (got.engine, got.max_metric_calls, got.frontier) == (engine, budget, frontier)
+    assert got.patience == PATIENCE[level] and PROPOSALS[level] > 0
+    assert len(got.reasons) == 4 and all(r for r in got.reasons)
+
+
+def test_auto_choices_are_printed_and_recorded(tmp_path, scripted_server, capsys):
+    scripted_server.responder = task_responder
+    project = make_project(tmp_path / "p", scripted_server.url)
+    toml = project / "skynet.toml"
+    # No budget in the file: auto sets it from the level and the split sizes.
+    toml.write_text(
+        toml.read_text()
+        .replace('name = "gepa"', 'name = "auto"')
+        .replace("[budget]\nmax_metric_calls = 40\n", "")
+    )
+    assert "max_metric_calls" not in toml.read_text()
+    assert main(["-C", str(project), "run"]) == 0
+    err = capsys.readouterr().err
+    assert "auto: engine gepa: the artifact is a prompt" in err
+    assert "budget 60 metric calls: light" in err  # 8 val + 6 x 2 x 3 + 6 x 8 / 3
+    assert "no better val score in 3 proposals" in err and "stopping early" in err
+    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
+        notes, budget = db.execute("SELECT notes, budget FROM runs").fetchone()
+    assert "frontier instance" in notes and "early stop after 3 proposals" in notes
+    assert '"max_metric_calls": 60' in budget
