@@ -44,7 +44,7 @@ def plan(
 ) -> AutoPlan:
     """The Auto engine's choices for a run, each with its reason."""
     engine = "dspy-gepa" if kind == "dspy" else "gepa"
-    reasons = [f"engine {engine}: the artifact is a {kind}"]
+    reasons = [f"engine {engine} for a {kind} artifact"]
     proposals = PROPOSALS[level]
     minibatch = min(minibatch_size, train)
     if budget_set_by_user is None:

@@ -47,7 +47,7 @@ def test_auto_choices_are_printed_and_recorded(tmp_path, scripted_server, capsys
     assert "max_metric_calls" not in toml.read_text()
     assert main(["-C", str(project), "run"]) == 0
     err = capsys.readouterr().err
-    assert "auto: engine gepa: the artifact is a prompt" in err
+    assert "auto: engine gepa for a prompt artifact" in err
     assert "budget 60 metric calls: light" in err  # 8 val + 6 x 2 x 3 + 6 x 8 / 3
     assert "no better val score in 3 proposals" in err and "stopping early" in err
     with sqlite3.connect(project / ".skynet" / "runs.db") as db:
