@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from skynet.contract import CheckFailure
 from skynet.data import Item
 from skynet.errors import ConfigError
 from skynet.scorers.base import EMPTY_REPLY, Call, Reply, Scorer, Verdict
@@ -135,16 +136,9 @@ def _unregister(name: str) -> None:
 # -- self-test -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class SelftestFailure:
-    """One failed check: "answer key", "null control", "undeclared reason" or "scorer error"."""
-
-    check: str
-    item_id: str
-    message: str
-
-    def __str__(self) -> str:
-        return self.message
+# One failed check ("answer key", "null control", "undeclared reason" or "scorer error"): the
+# same record the metric self-test uses.
+SelftestFailure = CheckFailure
 
 
 @dataclass(frozen=True, slots=True)
