@@ -29,11 +29,6 @@ def _component(name: str) -> str:
     return name.removeprefix(f"{_INNER}.")
 
 
-def _candidate_of(module: Any) -> Candidate:
-    """A (wrapped) program's predictor instructions, by the artifact's component names."""
-    return {_component(n): p.signature.instructions for n, p in module.named_predictors()}
-
-
 class DspyGepaEngine:
     """dspy.GEPA, with the run's Evaluation as its metric."""
 
@@ -63,9 +58,11 @@ class DspyGepaEngine:
 
             def forward(self, **kwargs: Any) -> Any:
                 with metering(None) as meter:
-                    prediction = self.inner(**kwargs)
+                    prediction = self.inner(**program_artifact.arguments(kwargs))
                 object.__setattr__(prediction, "_skynet_observation", meter.observation())
-                object.__setattr__(prediction, "_skynet_candidate", _candidate_of(self))
+                object.__setattr__(
+                    prediction, "_skynet_candidate", program_artifact.candidate_of(self, _component)
+                )
                 return prediction
 
         def output_of(prediction: Any) -> Any:
@@ -128,8 +125,8 @@ class DspyGepaEngine:
 
         details = optimized.detailed_results
         return EngineOutcome(
-            best_candidate=_candidate_of(optimized),
-            candidates=[_candidate_of(c) for c in details.candidates],
+            best_candidate=program_artifact.candidate_of(optimized, _component),
+            candidates=[program_artifact.candidate_of(c, _component) for c in details.candidates],
             parents=[list(p) for p in details.parents],
             val_scores=[float(s) for s in details.val_aggregate_scores],
             metric_calls=int(getattr(details, "total_metric_calls", 0) or 0),

@@ -19,7 +19,7 @@ from time import monotonic as _monotonic
 from typing import IO, Any
 
 from skynet.artifacts.code import CodeArtifact, load_code
-from skynet.artifacts.dspy_program import DspyArtifact, load_program
+from skynet.artifacts.dspy_program import DspyArtifact, load_program, prompt_as_program
 from skynet.artifacts.prompt import PromptArtifact, load_prompt, render_prompt
 from skynet.config import Config, load_config
 from skynet.contract import CheckReport, Metric, check_metric, load_metric
@@ -312,9 +312,14 @@ def _resolve_engine(project: Project) -> _EnginePlan:
             frontier=plan.frontier,
             patience=plan.patience,
         )
-    if name == "dspy-gepa" and kind != "dspy":
+    if name == "dspy-gepa" and kind == "code":
         raise ConfigError(
-            f"engine 'dspy-gepa' optimizes DSPy programs, and [artifact] kind is '{kind}'; use "
+            "engine 'dspy-gepa' optimizes DSPy programs and prompts, and [artifact] kind is "
+            "'code'; use engine 'gepa' (or 'auto')"
+        )
+    if name == "dspy-gepa" and cfg.artifact.tools:
+        raise ConfigError(
+            "engine 'dspy-gepa' cannot send each row's tools ([artifact] tools = 'row'); use "
             "engine 'gepa' (or 'auto')"
         )
     return _EnginePlan(
@@ -322,6 +327,18 @@ def _resolve_engine(project: Project) -> _EnginePlan:
         why=f"engine '{name}' named in the config",
         max_metric_calls=cfg.budget.max_metric_calls,
     )
+
+
+def _as_program(project: Project) -> DspyArtifact:
+    """The artifact as a DSPy program: itself, or a one-section prompt wrapped as dspy.Predict."""
+    if isinstance(project.artifact, DspyArtifact):
+        return project.artifact
+    if isinstance(project.artifact, PromptArtifact):
+        art = project.config.artifact
+        return prompt_as_program(
+            project.artifact, max_tokens=art.max_tokens, temperature=art.temperature
+        )
+    raise ConfigError("engine 'dspy-gepa' optimizes DSPy programs and prompts, not code")
 
 
 def run(
@@ -533,7 +550,7 @@ def run(
         log=say,
         engine_log=engine_log,
         artifact_kind=cfg.artifact.kind,
-        program=project.artifact if isinstance(project.artifact, DspyArtifact) else None,
+        program=_as_program(project) if engine_name == "dspy-gepa" else None,
         models=models,
         score_output=score_output,
     )

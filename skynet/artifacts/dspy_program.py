@@ -14,7 +14,8 @@ import copy
 import hashlib
 import importlib.util
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,28 +30,51 @@ class ProgramFailed(CandidateFailed):
 
 @dataclass(frozen=True, slots=True)
 class DspyArtifact:
+    """A DSPy program. `names` maps a predictor's name to the candidate's component name (a
+    prompt run as a program keeps its own section name); `prepare` turns an item's input into
+    the program's keyword arguments (identity when None)."""
+
     program: Any
-    path: Path
+    path: Path | None
     max_tokens: int = 256
     temperature: float = 0.0
+    names: Mapping[str, str] = field(default_factory=dict)
+    prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+
+    def component(self, predictor_name: str) -> str:
+        return self.names.get(predictor_name, predictor_name)
+
+    def candidate_of(
+        self, module: Any, rename: Callable[[str], str] = lambda n: n
+    ) -> dict[str, str]:
+        """The instructions of `module`'s predictors, by component name."""
+        return {
+            self.component(rename(n)): p.signature.instructions
+            for n, p in module.named_predictors()
+        }
 
     @property
     def components(self) -> dict[str, str]:
-        return {name: p.signature.instructions for name, p in self.program.named_predictors()}
+        return self.candidate_of(self.program)
 
     def with_candidate(self, candidate: dict[str, str]) -> Any:
         """A copy of the program whose predictors carry the candidate's instructions."""
         program = copy.deepcopy(self.program)
         for name, predictor in program.named_predictors():
-            if name in candidate:
-                predictor.signature = predictor.signature.with_instructions(candidate[name])
+            component = self.component(name)
+            if component in candidate:
+                predictor.signature = predictor.signature.with_instructions(candidate[component])
         return program
+
+    def arguments(self, input: dict[str, Any]) -> dict[str, Any]:
+        return self.prepare(input) if self.prepare is not None else input
 
     def run(self, candidate: dict[str, str], input: dict[str, Any], models: Any) -> Any:
         import dspy
 
         from skynet.models.dspy_lm import SkynetLM
 
+        input = self.arguments(input)
         program = self.with_candidate(candidate)
         lm = SkynetLM(models, max_tokens=self.max_tokens, temperature=self.temperature)
         try:
@@ -105,3 +129,31 @@ def load_program(path: Path, *, max_tokens: int = 256, temperature: float = 0.0)
     if not list(program.named_predictors()):
         raise ConfigError(f"{path}: the program has no predictors, so nothing to optimize")
     return DspyArtifact(program=program, path=path, max_tokens=max_tokens, temperature=temperature)
+
+
+def prompt_as_program(prompt: Any, *, max_tokens: int, temperature: float) -> DspyArtifact:
+    """A one-section prompt as a dspy.Predict, so dspy-gepa can optimize it: its section is the
+    predictor's instructions, its user template (filled in per item) the one input field.
+
+    Raises:
+        ConfigError: the prompt has several sections to optimize.
+    """
+    import dspy
+
+    if len(prompt.components) != 1:
+        raise ConfigError(
+            f"{prompt.path}: a prompt with {len(prompt.components)} sections to optimize cannot "
+            "run under dspy-gepa (one predictor, one instruction); use engine 'gepa'"
+        )
+    ((section, text),) = prompt.components.items()
+    signature: Any = dspy.Predict("request -> output").signature
+    signature = signature.with_instructions(text)
+    template = prompt.user_template
+    return DspyArtifact(
+        program=dspy.Predict(signature),
+        path=prompt.path,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        names={"self": section},
+        prepare=lambda input: {"request": template.format_map(input)},
+    )

@@ -170,3 +170,39 @@ def test_dspy_gepa_engine_scores_each_output_once(tmp_path, scripted_server):
     loaded = dspy.Predict("country -> answer")
     loaded.load(str(saved))
     assert "capital city" in loaded.signature.instructions
+
+
+def test_a_prompt_runs_under_dspy_gepa_as_a_predict(tmp_path, scripted_server):
+    def respond(body):
+        messages = body["messages"]
+        if any("new_instruction" in m["content"] for m in messages):
+            return reply(json.dumps({"new_instruction": "Name the capital city of the country."}))
+        request = messages[-1]["content"].split("[[ ## request ## ]]")[1].split("\n")[1].strip()
+        country = request.removeprefix("Country: ")
+        answer = CAPITAL[country] if "capital city" in messages[0]["content"] else "Unknown"
+        return reply(f"[[ ## output ## ]]\n{answer}\n\n[[ ## completed ## ]]")
+
+    scripted_server.responder = respond
+    project = make_dspy_project(tmp_path / "p", scripted_server.url)
+    (project / "prompt.md").write_text(
+        "=== instructions ===\nTell the user about the country.\n=== user ===\nCountry: {country}\n"
+    )
+    toml = project / "skynet.toml"
+    toml.write_text(
+        toml.read_text()
+        .replace('kind = "dspy"', 'kind = "prompt"')
+        .replace('name = "gepa"', 'name = "dspy-gepa"')
+    )
+    assert main(["-C", str(project), "run"]) == 0
+    best = next((project / ".skynet" / "runs").glob("*/best_prompt.md")).read_text()
+    assert "=== instructions ===\nName the capital city of the country." in best
+    assert "Country: {country}" in best  # the user template is the prompt's own
+    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
+        engine = db.execute("SELECT engine FROM runs").fetchone()[0]
+        val = [
+            r[0]
+            for r in db.execute(
+                "SELECT AVG(score) FROM evaluations WHERE split='val' GROUP BY candidate_id"
+            )
+        ]
+    assert engine == "dspy-gepa" and sorted(val) == [0.0, 1.0]
