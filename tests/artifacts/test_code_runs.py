@@ -103,3 +103,24 @@ def test_a_code_artifact_is_optimized_and_its_crashes_are_feedback(
         ).fetchone()[0]
     assert kinds.get("candidate", 0) >= 1  # the seed's crashes are item errors, not scores
     assert 0 < speed < 1  # the measured time of the sandboxed run fed the reward
+
+
+def test_a_dollar_budget_stops_a_code_run_on_reflection_spend(tmp_path, scripted_server):
+    # Code candidates cost nothing to run; the reflection model's calls are what the budget sees.
+    scripted_server.responder = lambda body: reply(
+        f"```python\n{SEED}```", prompt_tokens=1000, completion_tokens=0
+    )
+    project = make_code_project(tmp_path / "p", scripted_server.url)
+    with open(project / "metric.py", "a") as f:
+        f.write("\n\ndef key(expected):\n    return {'total': expected['total']}\n")
+    toml = project / "skynet.toml"
+    toml.write_text(
+        toml.read_text().replace("max_metric_calls = 30", "max_metric_calls = 500")
+        + '\n[models.prices."openai/skynet-test"]\ninput_per_mtok = 1.0\noutput_per_mtok = 1.0\n'
+    )
+    assert main(["-C", str(project), "run", "--max-cost-usd", "0.002"]) == 0
+    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
+        spent = db.execute("SELECT SUM(cost_usd) FROM calls WHERE cached = 0").fetchone()[0]
+        evaluations = db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+    assert evaluations < 500
+    assert 0.002 <= spent <= 0.002 + 0.001 * 3 + 1e-9, spent  # within one proposal's draws

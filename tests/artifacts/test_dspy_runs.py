@@ -206,3 +206,26 @@ def test_a_prompt_runs_under_dspy_gepa_as_a_predict(tmp_path, scripted_server):
             )
         ]
     assert engine == "dspy-gepa" and sorted(val) == [0.0, 1.0]
+
+
+def test_a_dollar_budget_stops_dspy_gepa_within_one_proposal(tmp_path, scripted_server):
+    def priced(body):
+        step = responder(body)
+        return reply(step.text, prompt_tokens=1000, completion_tokens=0)
+
+    scripted_server.responder = priced
+    project = make_dspy_project(tmp_path / "p", scripted_server.url)
+    toml = project / "skynet.toml"
+    toml.write_text(
+        toml.read_text()
+        .replace('name = "gepa"', 'name = "dspy-gepa"')
+        .replace("max_metric_calls = 20", "max_metric_calls = 400")
+    )
+    # $1 per million tokens, 1,000 tokens a call: $0.001 a call.
+    assert main(["-C", str(project), "run", "--max-cost-usd", "0.012"]) == 0
+    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
+        spent = db.execute("SELECT SUM(cost_usd) FROM calls WHERE cached = 0").fetchone()[0]
+        evaluations = db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+    assert evaluations < 400
+    one_proposal = 0.001 * (1 + 3 + 3 + 4)  # reflection, parent and child minibatches, val
+    assert 0.012 <= spent <= 0.012 + one_proposal + 1e-9, spent
