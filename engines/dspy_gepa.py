@@ -83,6 +83,12 @@ class DspyGepaEngine:
             )
             if not result.ok:
                 return dspy.Prediction(score=0.0, feedback=f"This example failed: {result.error}")
+            if result.scores:  # named scores feed dspy.GEPA's objective frontier
+                return dspy.Prediction(
+                    score=float(result.score or 0.0),
+                    feedback=result.feedback,
+                    objective_scores=dict(result.scores),
+                )
             return dspy.Prediction(score=float(result.score or 0.0), feedback=result.feedback)
 
         items = {item.id: item for item in (*ctx.train, *ctx.val)}
@@ -107,7 +113,10 @@ class DspyGepaEngine:
             seed=ctx.seed,
             track_stats=True,
             use_merge=False,
-            gepa_kwargs={"stop_callbacks": [lambda state: ctx.should_stop()]},
+            gepa_kwargs={
+                "stop_callbacks": [lambda state: ctx.should_stop()],
+                "frontier_type": ctx.frontier,
+            },
         )
         # dspy.GEPA logs every iteration at INFO; Skynet's progress line says what matters.
         dspy_log = logging.getLogger("dspy")

@@ -164,6 +164,7 @@ def test_dspy_gepa_engine_scores_each_output_once(tmp_path, scripted_server):
     # per recorded evaluation, not twice.
     assert scored and len(scored) == rows
     assert engine == "dspy-gepa" and "dspy-gepa" in note
+    assert "frontier hybrid" in note  # the metric's named scores are dspy.GEPA objectives
     assert val[seed] == 0.0 and val[best] == 1.0
     assert metered == 1  # each scored output carries the Observation of the program call
     saved = next((project / ".skynet" / "runs").glob("*/best_program.json"))
