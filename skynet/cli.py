@@ -234,6 +234,29 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_USER
 
 
+def _candidate_from_file(project: Any, path: Path) -> dict[str, str]:
+    """A candidate written as the artifact's own file: prompt.md, code.py, or a program saved
+    with DSPy's `save` (e.g. a run's best_program.json)."""
+    from skynet.artifacts.code import COMPONENT, CodeArtifact
+    from skynet.artifacts.dspy_program import DspyArtifact
+    from skynet.artifacts.prompt import load_prompt
+
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such candidate file")
+    if isinstance(project.artifact, CodeArtifact):
+        return {COMPONENT: path.read_text(encoding="utf-8")}
+    if isinstance(project.artifact, DspyArtifact):
+        program = project.artifact.with_candidate({})
+        try:
+            program.load(str(path))
+        except Exception as exc:
+            raise ConfigError(
+                f"{path}: not a program saved by DSPy for this program ({exc})"
+            ) from exc
+        return project.artifact.candidate_of(program)
+    return load_prompt(path, project.config.data.inputs).components
+
+
 def cmd_rescore(args: argparse.Namespace) -> int:
     from skynet.runner import open_project, rescore
     from skynet.runs.report import render_text, summarize
@@ -253,7 +276,6 @@ def cmd_rescore(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from skynet.artifacts.prompt import load_prompt
     from skynet.runner import evaluate_candidate, open_project
 
     project = open_project(_project_dir(args), _overrides(args))
@@ -270,7 +292,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         given = Path(args.candidate).expanduser()
         if not given.is_absolute() and not given.exists():
             given = project.dir / given  # relative to the project, like the config's paths
-        candidate = load_prompt(given, project.config.data.inputs).components
+        candidate = _candidate_from_file(project, given)
         label = args.candidate
     results = evaluate_candidate(project, candidate, split=args.split, run_id=run_id)
     scored = [r.score for r in results if r.ok and r.score is not None]

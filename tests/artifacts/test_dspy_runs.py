@@ -230,3 +230,15 @@ def test_a_dollar_budget_stops_dspy_gepa_within_one_proposal(tmp_path, scripted_
     assert evaluations < 400
     one_proposal = 0.001 * (1 + 3 + 3 + 4)  # reflection, parent and child minibatches, val
     assert 0.012 <= spent <= 0.012 + one_proposal + 1e-9, spent
+
+
+def test_eval_accepts_a_saved_program(tmp_path, scripted_server, capsys):
+    scripted_server.responder = responder
+    project = make_dspy_project(tmp_path / "p", scripted_server.url)
+    assert main(["-C", str(project), "run"]) == 0
+    saved = next((project / ".skynet" / "runs").glob("*/best_program.json"))
+    capsys.readouterr()
+    assert main(["-C", str(project), "eval", "--candidate", str(saved), "--split", "val"]) == 0
+    assert "mean score 1.000 over 4 item(s)" in capsys.readouterr().out
+    assert main(["-C", str(project), "show"]) == 0
+    assert "best" in capsys.readouterr().out
