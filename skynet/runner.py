@@ -24,7 +24,7 @@ from skynet.artifacts.prompt import PromptArtifact, load_prompt, render_prompt
 from skynet.config import Config, load_config
 from skynet.contract import CheckReport, Metric, check_metric, load_metric
 from skynet.data import Dataset, Item, load_dataset
-from skynet.engine import Candidate, EngineContext, get_engine
+from skynet.engine import Candidate, Engine, EngineContext, get_engine
 from skynet.errors import ConfigError, ContractError, SkynetError
 from skynet.evaluation import CANDIDATE_ERROR, Evaluation, Result
 from skynet.measure import TESTING, Observation, scoring
@@ -47,6 +47,7 @@ __all__ = [
 ]
 
 MIN_EVALUATIONS_BEFORE_ABORT = 8
+_ANY = object()  # recorded(): reuse a recorded result whatever its output
 
 
 class RunAborted(SkynetError):
@@ -329,6 +330,27 @@ def _resolve_engine(project: Project) -> _EnginePlan:
     )
 
 
+def _start(project: Project) -> tuple[Models, _EnginePlan, Engine, int]:
+    """What a run and a dry run both do before spending: the model session, the metric's
+    self-test, the engine plan, and the smallest budget that lets the engine propose once.
+
+    Raises:
+        ContractError: the metric failed its self-test.
+    """
+    models = configure(project.config.models_config(), base_dir=project.dir)
+    report = self_test(project)
+    if not report.ok:
+        raise ContractError(report.summary(), check=report.failures[0].check)
+    plan = _resolve_engine(project)
+    engine = get_engine(plan.name)
+    needed = engine.min_metric_calls(
+        train=len(project.dataset.train),
+        val=len(project.dataset.val),
+        minibatch_size=project.config.engine.reflection_minibatch_size,
+    )
+    return models, plan, engine, needed
+
+
 def _as_program(project: Project) -> DspyArtifact:
     """The artifact as a DSPy program: itself, or a one-section prompt wrapped as dspy.Predict."""
     if isinstance(project.artifact, DspyArtifact):
@@ -358,19 +380,10 @@ def run(
     cfg = project.config
     say: Callable[[str], None] = lambda text: print(text, file=stream, flush=True)  # noqa: E731
 
-    models = configure(cfg.models_config(), base_dir=project.dir)
-    report = self_test(project)
-    if not report.ok:
-        raise ContractError(report.summary(), check=report.failures[0].check)
-
-    plan = _resolve_engine(project)
+    models, plan, engine, needed = _start(project)
     engine_name, why, budget = plan.name, plan.why, plan.max_metric_calls
-    engine = get_engine(engine_name)
     train, val = project.dataset.train, project.dataset.val
     minibatch = min(cfg.engine.reflection_minibatch_size, len(train))
-    needed = engine.min_metric_calls(
-        train=len(train), val=len(val), minibatch_size=cfg.engine.reflection_minibatch_size
-    )
     if budget is not None and budget < needed:
         raise ConfigError(
             f"budget.max_metric_calls = {budget} is too small: the "
@@ -430,16 +443,20 @@ def run(
 
     faults = 0
 
-    def evaluate(candidate: Candidate, item: Item) -> Result:
+    def recorded(
+        candidate: Candidate, item: Item, make: Callable[[], Result], output: Any = _ANY
+    ) -> Result:
+        """The recorded result of `candidate` on `item` (for `output`, when given), else a new
+        one made by `make()` and recorded; counted on the progress line either way."""
         nonlocal faults
         cid = candidate_id(candidate, project.fingerprint)
         if cid not in known:
             store.add_candidate(run_id, cid, candidate)
             known.add(cid)
         result = store.find_evaluation(run_id, cid, item.id, metric_hash)
-        replayed = result is not None
-        if result is None:
-            result = evaluation(candidate, item)
+        replayed = result is not None and (output is _ANY or result.output == output)
+        if result is None or not replayed:
+            result = make()
             store.record_evaluation(
                 run_id, cid, split_of.get(item.id, "train"), result, metric_hash
             )
@@ -459,8 +476,13 @@ def run(
                     mean = sum(scored) / len(scored)
                     if progress.best_val is None or mean > progress.best_val:
                         progress.best_val = mean
-            errors, calls = faults, progress.calls
         progress.tick()
+        return result
+
+    def evaluate(candidate: Candidate, item: Item) -> Result:
+        result = recorded(candidate, item, lambda: evaluation(candidate, item))
+        with lock:
+            errors, calls = faults, progress.calls
         if calls >= MIN_EVALUATIONS_BEFORE_ABORT and errors / calls > cfg.engine.max_error_share:
             raise RunAborted(
                 f"{errors} of {calls} evaluations failed (more than "
@@ -480,35 +502,16 @@ def run(
         with lock:
             key_lock = key_locks.setdefault(key, threading.Lock())
         with key_lock:  # two threads on the same output (a minibatch may hold an item twice)
-            return score_once(key, cid, candidate, item, output, obs)
-
-    def score_once(
-        key: tuple[str, str, str], cid: str, candidate: Candidate, item: Item, output: Any, obs: Any
-    ) -> Result:
-        nonlocal faults
-        with lock:
-            found = memo.get(key)
-        if found is not None:
-            return found  # dspy.GEPA's second call, for feedback: the same verdict
-        if cid not in known:
-            store.add_candidate(run_id, cid, candidate)
-            known.add(cid)
-        result = store.find_evaluation(run_id, cid, item.id, metric_hash)
-        replayed = result is not None and result.output == output
-        if not replayed:
-            result = evaluation.score_output(item, output, obs)
-            store.record_evaluation(
-                run_id, cid, split_of.get(item.id, "train"), result, metric_hash
+            with lock:
+                found = memo.get(key)
+            if found is not None:
+                return found  # dspy.GEPA's second call, for feedback: the same verdict
+            result = recorded(
+                candidate, item, lambda: evaluation.score_output(item, output, obs), output
             )
-        assert result is not None
-        with lock:
-            memo[key] = result
-            progress.calls += 1
-            progress.replayed += replayed
-            progress.errors += not result.ok
-            faults += not result.ok and result.error_kind != CANDIDATE_ERROR
-        progress.tick()
-        return result
+            with lock:
+                memo[key] = result
+            return result
 
     def reflect(prompt: str, draw: int) -> str:
         reply = models.complete(
@@ -733,18 +736,10 @@ def dry_run(project: Project, *, sample: int = 3) -> DryRunEstimate:
         ContractError: the metric failed its self-test.
     """
     cfg = project.config
-    models = configure(cfg.models_config(), base_dir=project.dir)
-    report = self_test(project)
-    if not report.ok:
-        raise ContractError(report.summary(), check=report.failures[0].check)
-    plan = _resolve_engine(project)
+    models, plan, _, needed = _start(project)
     engine_name, why = plan.name, plan.why
-    engine = get_engine(engine_name)
     train, val = project.dataset.train, project.dataset.val
     minibatch = min(cfg.engine.reflection_minibatch_size, len(train))
-    needed = engine.min_metric_calls(
-        train=len(train), val=len(val), minibatch_size=cfg.engine.reflection_minibatch_size
-    )
     planned = plan.max_metric_calls or needed
     seed = dict(project.artifact.components)
     evaluation = Evaluation(project.metric, _task_runner(project, models))
