@@ -44,10 +44,17 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "models.metric": getattr(args, "metric_model", None),
     }
     found = {k: v for k, v in pairs.items() if v is not None}
-    for setting in getattr(args, "set", None) or []:
+    found.update(_key_values(getattr(args, "set", None), "--set", "engine.seed=3"))
+    return found
+
+
+def _key_values(settings: list[str] | None, flag: str, example: str) -> dict[str, Any]:
+    """KEY=VALUE flags as a dict, each value read as TOML (else as text)."""
+    found: dict[str, Any] = {}
+    for setting in settings or []:
         key, sep, raw = setting.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"--set {setting!r}: write KEY=VALUE, e.g. --set engine.seed=3")
+            raise ConfigError(f"{flag} {setting!r}: write KEY=VALUE, e.g. {flag} {example}")
         found[key.strip()] = _toml_value(raw.strip())
     return found
 
@@ -221,14 +228,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
                 expected={c: row[c] for c in outputs},
             )
         )
-    options: dict[str, Any] = {}
-    for setting in args.option or []:
-        key, sep, raw = setting.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(
-                f"--option {setting!r}: write KEY=VALUE, e.g. --option ordering=strict"
-            )
-        options[key.strip()] = _toml_value(raw.strip())
+    options = _key_values(args.option, "--option", "ordering=strict")
     report = scorers.selftest(scorers.get(args.scorer, **options), items)
     print(report.summary())
     return EXIT_OK if report.ok else EXIT_USER
