@@ -381,6 +381,24 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
 
 
+def _score_rows(s: RunSummary) -> list[list[str]]:
+    """Baseline, best and the change, on val and test (the text and HTML reports share it)."""
+    rows = [
+        ["baseline", s.seed.id if s.seed else "-", _val(s.seed, s), _test(s.seed, s)],
+        ["best", s.best.id if s.best else "-", _val(s.best, s), _test(s.best, s)],
+    ]
+    if s.seed is not None and s.best is not None:
+        rows.append(
+            [
+                "change",
+                "",
+                _delta(s.seed.val_score, s.best.val_score),
+                _delta(s.seed.test_score, s.best.test_score),
+            ]
+        )
+    return rows
+
+
 def _objective_rows(s: RunSummary) -> list[list[str]]:
     seed_obj = s.seed.objectives if s.seed else {}
     best_obj = s.best.objectives if s.best else {}
@@ -441,21 +459,7 @@ def render_text(summary: RunSummary) -> str:
         out.append(f"  {key}: {json.dumps(value)}")
     out.append("")
 
-    seed_id = s.seed.id if s.seed else "-"
-    best_id = s.best.id if s.best else "-"
-    rows = [
-        ["baseline", seed_id, _val(s.seed, s), _test(s.seed, s)],
-        ["best", best_id, _val(s.best, s), _test(s.best, s)],
-    ]
-    if s.seed is not None and s.best is not None:
-        rows.append(
-            [
-                "change",
-                "",
-                _delta(s.seed.val_score, s.best.val_score),
-                _delta(s.seed.test_score, s.best.test_score),
-            ]
-        )
+    rows = _score_rows(s)
     out.append(f"Scores (val: {s.val_items} items, test: {s.test_items} items)")
     out += _table(["", "candidate", "val", "test"], rows, text_columns=2)
     objectives = _objective_rows(s)
@@ -648,19 +652,7 @@ def render_html(summary: RunSummary) -> str:
         notes = [[k, json.dumps(v)] for k, v in sorted(run.notes.items())]
         body.append(_html_table(["note", "value"], notes))
 
-    rows = [
-        ["baseline", s.seed.id if s.seed else "-", _val(s.seed, s), _test(s.seed, s)],
-        ["best", s.best.id if s.best else "-", _val(s.best, s), _test(s.best, s)],
-    ]
-    if s.seed is not None and s.best is not None:
-        rows.append(
-            [
-                "change",
-                "",
-                _delta(s.seed.val_score, s.best.val_score),
-                _delta(s.seed.test_score, s.best.test_score),
-            ]
-        )
+    rows = _score_rows(s)
     body.append(f"<h2>Baseline vs best (val: {s.val_items} items, test: {s.test_items} items)</h2>")
     body.append(_html_table(["", "candidate", "val", "test"], rows))
     objectives = _objective_rows(s)
