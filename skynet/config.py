@@ -48,6 +48,8 @@ __all__ = [
     "DataConfig",
     "EndpointConfig",
     "EngineConfig",
+    "JudgeSection",
+    "JudgeThresholdsConfig",
     "MetricConfig",
     "ModelsSection",
     "PriceConfig",
@@ -359,6 +361,67 @@ class ModelsSection(_Section):
     )
 
 
+class JudgeThresholdsConfig(_Section):
+    """[judge.thresholds]: what a validation record must show before the judge may score."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_n: Int = Field(default=30, ge=1, description="an integer >= 1 (labelled items)")
+    min_accuracy: Float | None = Field(
+        default=0.8, ge=0, le=1, description="a number in [0, 1] (agreement with the labels)"
+    )
+    min_kappa: Float | None = Field(
+        default=0.6, ge=-1, le=1, description="a number in [-1, 1] (Cohen's kappa)"
+    )
+    min_tpr: Float | None = Field(default=None, ge=0, le=1, description="a number in [0, 1]")
+    min_tnr: Float | None = Field(default=None, ge=0, le=1, description="a number in [0, 1]")
+    min_balanced_accuracy: Float | None = Field(
+        default=None, ge=0, le=1, description="a number in [0, 1]"
+    )
+    bound: Literal["estimate", "low"] = Field(
+        default="estimate",
+        description='"estimate" (hold the point estimates) or "low" (their intervals\' low ends)',
+    )
+
+
+class JudgeSection(_Section):
+    """[judge]: the LLM judge `metric = "judge"` scores with, and its validation record."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(
+        default="", description='a litellm model name, or "" for the metric (else reflection) model'
+    )
+    instructions: str = Field(
+        min_length=1, description='what the judge checks, e.g. "Is the output the same city?"'
+    )
+    mode: Literal["grade"] = Field(default="grade", description='"grade"')
+    grades: list[str] = Field(
+        default_factory=lambda: ["pass", "fail"],
+        min_length=2,
+        description='a list of single words, e.g. ["pass", "fail"]',
+    )
+    positive: str = Field(default="pass", description='the grade that means right, e.g. "pass"')
+    orders: list[Literal["reference-first", "output-first"]] = Field(
+        default_factory=lambda: ["reference-first", "output-first"],
+        min_length=1,
+        description='a list of "reference-first" and/or "output-first"',
+    )
+    label: str | None = Field(
+        default=None, description="the output column holding the label (when there are several)"
+    )
+    validation: str = Field(
+        default="judge-validation.json",
+        min_length=1,
+        description='the validation record\'s path, e.g. "judge-validation.json"',
+    )
+    temperature: Float = Field(default=0.0, ge=0, le=2, description="a number in [0, 2]")
+    max_tokens: Int = Field(default=64, ge=1, description="an integer >= 1")
+    thresholds: JudgeThresholdsConfig = Field(
+        default_factory=JudgeThresholdsConfig, description="a [judge.thresholds] table"
+    )
+
+
 class Config(_Section):
     """The whole of skynet.toml, validated. Build it with load_config().
 
@@ -376,6 +439,9 @@ class Config(_Section):
     engine: EngineConfig = Field(default_factory=EngineConfig, description="an [engine] section")
     budget: BudgetConfig = Field(default_factory=BudgetConfig, description="a [budget] section")
     models: ModelsSection = Field(default_factory=ModelsSection, description="a [models] section")
+    judge: JudgeSection | None = Field(
+        default=None, description='a [judge] section (for metric = "judge")'
+    )
 
     _project_dir: Path = PrivateAttr(default_factory=Path.cwd)
 

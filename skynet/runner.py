@@ -113,11 +113,17 @@ def open_project(project_dir: Path, overrides: dict[str, Any] | None = None) -> 
 
     Raises:
         ConfigError, DatasetError, ContractError: what is wrong, where, and the fix.
+        JudgeUnvalidated: metric = "judge" and no validation record accepts the judge.
     """
     project_dir = project_dir.absolute()  # keep a symlinked folder as the user named it
     config = load_config(project_dir, overrides)
     dataset = load_dataset(config)
-    if config.metric.name:
+    if config.metric.name == "judge":
+        # The judge scores only when its validation record accepts it: JudgeUnvalidated otherwise.
+        from skynet.scorers.judge import project_judge_metric
+
+        metric = project_judge_metric(config)
+    elif config.metric.name:
         from skynet.scorers import scorer_metric
 
         metric = scorer_metric(config.metric.name, config.metric.options)

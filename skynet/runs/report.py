@@ -16,12 +16,23 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skynet.models.ledger import LedgerTotals
 from skynet.runs.store import CandidateRow, EvaluationRow, RunRow, RunStore
 
-__all__ = ["CandidateSummary", "RunSummary", "render_html", "render_text", "summarize"]
+if TYPE_CHECKING:
+    from skynet.scorers.judge import JudgeValidation
+    from skynet.scorers.ppi import PPIEstimate
+
+__all__ = [
+    "CandidateSummary",
+    "JudgeAccuracy",
+    "RunSummary",
+    "render_html",
+    "render_text",
+    "summarize",
+]
 
 VAL = "val"
 TEST = "test"
@@ -101,6 +112,26 @@ class RunSummary:
     test_items: int
     stale: int
     wall_seconds: float | None
+    judge: tuple[JudgeAccuracy, ...] = ()
+    judge_note: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JudgeAccuracy:
+    """A judge-scored candidate's accuracy on a split: the judge's raw figure and the
+    prediction-powered one (PPI++), whose labelled set is the judge's validation record.
+
+    Attributes:
+        role: "baseline" or "best".
+        candidate_id: the candidate.
+        split: "val" or "test".
+        ppi: the PPI estimate; ppi.judge_raw is the judge's own accuracy on the N outputs.
+    """
+
+    role: str
+    candidate_id: str
+    split: str
+    ppi: PPIEstimate
 
 
 # --------------------------------------------------------------------------------------------
@@ -145,7 +176,53 @@ def _parse_time(text: str | None) -> datetime | None:
         return None
 
 
-def summarize(store: RunStore, run_id: str, *, metric_hash: str | None = None) -> RunSummary:
+def _judge_accuracy(
+    record: JudgeValidation,
+    evals: list[EvaluationRow],
+    pairs: list[tuple[str, CandidateSummary | None]],
+    references: dict[str, set[str]],
+) -> tuple[tuple[JudgeAccuracy, ...], str]:
+    from skynet.errors import SkynetError
+    from skynet.scorers.ppi import judge_ppi
+
+    found: list[JudgeAccuracy] = []
+    notes: list[str] = []
+    shown: set[str] = set()
+    for role, candidate in pairs:
+        if candidate is None or candidate.id in shown:
+            continue
+        shown.add(candidate.id)
+        for split, reference in references.items():
+            decisions = [
+                e.score == 1.0
+                for e in evals
+                if e.candidate_id == candidate.id
+                and e.split == split
+                and e.item_id in reference
+                and e.error is None
+                and e.score is not None
+            ]
+            if not decisions:
+                continue
+            try:
+                estimate = judge_ppi(decisions, record.judge_decisions, record.human_labels)
+            except SkynetError as exc:
+                notes.append(str(exc))
+                continue
+            found.append(
+                JudgeAccuracy(role=role, candidate_id=candidate.id, split=split, ppi=estimate)
+            )
+    return tuple(found), "; ".join(dict.fromkeys(notes))
+
+
+def summarize(
+    store: RunStore,
+    run_id: str,
+    *,
+    metric_hash: str | None = None,
+    judge_record: JudgeValidation | None = None,
+    judge_note: str = "",
+) -> RunSummary:
     """Compute the report of one run from the store.
 
     Args:
@@ -153,6 +230,9 @@ def summarize(store: RunStore, run_id: str, *, metric_hash: str | None = None) -
         run_id: the run.
         metric_hash: the metric whose scores count (default: the one the run started with);
             evaluations recorded under another are counted as stale.
+        judge_record: for a judge-scored run, the judge's validation record: its pairs are the
+            labelled set of the PPI-corrected accuracy shown beside the judge's raw figure.
+        judge_note: why a judge-scored run's PPI figures are missing, to show instead.
 
     Raises:
         ConfigError: no such run.
@@ -246,6 +326,15 @@ def summarize(store: RunStore, run_id: str, *, metric_hash: str | None = None) -
     end = _parse_time(run.finished) or _parse_time(max((e.created for e in every), default=None))
     wall = (end - start).total_seconds() if start and end else None
 
+    judge: tuple[JudgeAccuracy, ...] = ()
+    if judge_record is not None:
+        judge, note = _judge_accuracy(
+            judge_record,
+            evals,
+            [("baseline", seed), ("best", best)],
+            {VAL: val_ref, TEST: test_ref},
+        )
+        judge_note = judge_note or note
     return RunSummary(
         run=run,
         metric_hash=chosen,
@@ -263,6 +352,8 @@ def summarize(store: RunStore, run_id: str, *, metric_hash: str | None = None) -
         test_items=len(test_ref),
         stale=stale,
         wall_seconds=wall,
+        judge=judge,
+        judge_note=judge_note,
     )
 
 
@@ -439,6 +530,38 @@ def _candidate_rows(s: RunSummary) -> list[list[str]]:
 
 _CANDIDATE_HEADER = ["candidate", "parents", "val", "test", "errors", ""]
 
+_JUDGE_HEADER = [
+    "",
+    "candidate",
+    "split",
+    "judge raw",
+    "PPI-corrected",
+    "interval",
+    "lam",
+    "N",
+    "n",
+]
+
+
+def _judge_rows(s: RunSummary) -> list[list[str]]:
+    rows = []
+    for a in s.judge:
+        p = a.ppi
+        rows.append(
+            [
+                a.role,
+                a.candidate_id,
+                a.split,
+                f"{p.judge_raw:.3f}",
+                f"{p.estimate:.3f}",
+                f"{1 - p.alpha:.0%} [{p.low:.3f}, {p.high:.3f}]",
+                f"{p.lam:.2f}",
+                str(p.N),
+                str(p.n),
+            ]
+        )
+    return rows
+
 
 # --------------------------------------------------------------------------------------------
 # Text.
@@ -462,6 +585,16 @@ def render_text(summary: RunSummary) -> str:
     rows = _score_rows(s)
     out.append(f"Scores (val: {s.val_items} items, test: {s.test_items} items)")
     out += _table(["", "candidate", "val", "test"], rows, text_columns=2)
+    if s.judge or s.judge_note:
+        out += [
+            "",
+            "Judge accuracy: the judge's raw figure and PPI-corrected (labelled set: its "
+            "validation record)",
+        ]
+        if s.judge:
+            out += _table(_JUDGE_HEADER, _judge_rows(s), text_columns=3)
+        if s.judge_note:
+            out.append(f"  note: {s.judge_note}")
     objectives = _objective_rows(s)
     if objectives:
         out += ["", "Objectives (val means)"]
@@ -655,6 +788,12 @@ def render_html(summary: RunSummary) -> str:
     rows = _score_rows(s)
     body.append(f"<h2>Baseline vs best (val: {s.val_items} items, test: {s.test_items} items)</h2>")
     body.append(_html_table(["", "candidate", "val", "test"], rows))
+    if s.judge or s.judge_note:
+        body.append("<h2>Judge accuracy: raw and PPI-corrected</h2>")
+        if s.judge:
+            body.append(_html_table(_JUDGE_HEADER, _judge_rows(s)))
+        if s.judge_note:
+            body.append(f"<p>note: {_h(s.judge_note)}</p>")
     objectives = _objective_rows(s)
     if objectives:
         body.append("<h2>Objectives (val means)</h2>")

@@ -11,7 +11,35 @@ verdict = scorer.score(item, scorers.Reply(text="", calls=(scorers.Call("f", '{"
 The public surface is what __all__ lists; everything else may change.
 """
 
-from skynet.scorers.base import Call, Reply, Scorer, Verdict
+from skynet.errors import JudgeUnvalidated
+from skynet.scorers.base import Call, GradedScorer, Reply, Scorer, Verdict
+from skynet.scorers.exact import Exact
+from skynet.scorers.judge import (
+    DEFAULT_THRESHOLDS,
+    Estimate,
+    JudgeCall,
+    JudgeConfig,
+    JudgeDecision,
+    JudgeFailed,
+    JudgeScorer,
+    JudgeThresholds,
+    JudgeValidation,
+    judge_config,
+    judge_metric,
+    judge_problems,
+    judge_scorer,
+    judge_valid,
+    judge_validate,
+)
+from skynet.scorers.ppi import PPIEstimate, judge_ppi
+from skynet.scorers.reference import (
+    FieldResult,
+    ListResult,
+    Match,
+    ReferenceResult,
+    ReferenceScorer,
+    Unmatched,
+)
 from skynet.scorers.registry import (
     SelftestFailure,
     SelftestReport,
@@ -25,14 +53,40 @@ from skynet.scorers.registry import (
 )
 
 __all__ = [
+    "DEFAULT_THRESHOLDS",
     "Call",
+    "Estimate",
+    "Exact",
+    "FieldResult",
+    "GradedScorer",
+    "JudgeCall",
+    "JudgeConfig",
+    "JudgeDecision",
+    "JudgeFailed",
+    "JudgeScorer",
+    "JudgeThresholds",
+    "JudgeUnvalidated",
+    "JudgeValidation",
+    "ListResult",
+    "Match",
+    "PPIEstimate",
+    "ReferenceResult",
+    "ReferenceScorer",
     "Reply",
     "Scorer",
     "SelftestFailure",
     "SelftestReport",
+    "Unmatched",
     "Verdict",
     "as_metric",
     "get",
+    "judge_config",
+    "judge_metric",
+    "judge_ppi",
+    "judge_problems",
+    "judge_scorer",
+    "judge_valid",
+    "judge_validate",
     "names",
     "register",
     "scorer_metric",

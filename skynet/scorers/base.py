@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from skynet.data import Item
 
-__all__ = ["Call", "Reply", "Scorer", "Verdict", "EMPTY_REPLY"]
+__all__ = ["Call", "Reply", "Scorer", "GradedScorer", "Verdict", "EMPTY_REPLY"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,3 +92,31 @@ class Scorer(Protocol):
     def key(self, item: Item) -> Reply: ...
 
     def score(self, item: Item, reply: Reply) -> Verdict: ...
+
+
+@runtime_checkable
+class GradedScorer(Protocol):
+    """A scorer that grades in [0, 1] instead of giving a right/wrong Verdict (e.g. `reference`).
+
+    Contract:
+      - `version` changes whenever scoring changes; `config_hash` covers the version and every
+        setting that decides a grade, so results graded under another hash are stale.
+      - `metric_result(item, output)` returns the metric contract's pair, (grade in [0, 1],
+        {"feedback": str, "scores": {name: number}}), for every output however malformed: a
+        malformed output is a low grade with feedback, never an exception.
+      - it raises only when it cannot judge the item at all (e.g. the item has no reference).
+      - `key(item)` is the output a model that got the item right would return; it grades 1.0.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def config_hash(self) -> str: ...
+
+    def key(self, item: Item) -> Any: ...
+
+    def metric_result(self, item: Item, output: Any) -> tuple[float, dict[str, Any]]: ...

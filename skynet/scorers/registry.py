@@ -13,12 +13,14 @@ import json
 import reprlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypeVar, overload
 
 from skynet.contract import CheckFailure
 from skynet.data import Item
 from skynet.errors import ConfigError
-from skynet.scorers.base import EMPTY_REPLY, Call, Reply, Scorer, Verdict
+from skynet.scorers.base import EMPTY_REPLY, Call, GradedScorer, Reply, Scorer, Verdict
+from skynet.scorers.exact import Exact
+from skynet.scorers.reference import ReferenceScorer
 from skynet.scorers.xlam import XlamToolCall
 
 __all__ = [
@@ -43,11 +45,15 @@ UNDECLARED_REASON = "undeclared reason"
 SCORER_ERROR = "scorer error"
 
 # name -> factory taking the scorer's options as keyword arguments. One line per built-in.
-_BUILTINS: dict[str, Callable[..., Scorer]] = {
+_BUILTINS: dict[str, Callable[..., Scorer | GradedScorer]] = {
+    Exact.name: Exact,
+    ReferenceScorer.name: ReferenceScorer,
     XlamToolCall.name: XlamToolCall,
 }
 
-_registered: dict[str, Scorer] = {}
+_registered: dict[str, Scorer | GradedScorer] = {}
+
+S = TypeVar("S", bound=Scorer | GradedScorer)
 
 _short = reprlib.Repr()
 _short.maxstring = 80
@@ -63,8 +69,14 @@ def _known() -> str:
     return ", ".join(names())
 
 
-def get(name: str, **options: Any) -> Scorer:
+@overload
+def get(name: Literal["reference"], **options: Any) -> ReferenceScorer: ...
+@overload
+def get(name: str, **options: Any) -> Scorer: ...
+def get(name: str, **options: Any) -> Any:
     """The scorer registered under `name`, built with `options` when it is a built-in.
+
+    Most scorers give a Verdict (a Scorer); a GradedScorer such as `reference` grades in [0, 1].
 
     Raises:
         ConfigError: no scorer has that name (the message lists the known ones), an option is
@@ -96,7 +108,7 @@ def get(name: str, **options: Any) -> Scorer:
     return scorer
 
 
-def register(scorer: Scorer) -> Scorer:
+def register(scorer: S) -> S:
     """Make `scorer` available to `get` under its name. Returns it, so it can decorate.
 
     Raises:
@@ -118,14 +130,22 @@ def register(scorer: Scorer) -> Scorer:
         raise ConfigError(
             f"a scorer named {name!r} is already registered; register yours under another name"
         )
-    missing = [attr for attr in ("version", "reasons", "key", "score") if not hasattr(scorer, attr)]
+    if _graded(scorer):
+        needed = ("version", "config_hash", "key")
+        shape = "a graded scorer has name, version, config_hash, key(item) and metric_result"
+    else:
+        needed = ("version", "reasons", "key", "score")
+        shape = "a scorer has name, version, reasons, key(item) and score(item, reply)"
+    missing = [attr for attr in needed if not hasattr(scorer, attr)]
     if missing:
-        raise ConfigError(
-            f"scorer {name!r} has no {', '.join(missing)}; a scorer has name, version, reasons, "
-            "key(item) and score(item, reply)"
-        )
+        raise ConfigError(f"scorer {name!r} has no {', '.join(missing)}; {shape}")
     _registered[name] = scorer
     return scorer
+
+
+def _graded(scorer: object) -> bool:
+    """True for a GradedScorer: one that grades through metric_result(item, output)."""
+    return callable(getattr(scorer, "metric_result", None))
 
 
 def _unregister(name: str) -> None:
@@ -170,7 +190,7 @@ def _is_null(reply: Reply) -> bool:
     return not reply.text and not reply.calls
 
 
-def selftest(scorer: Scorer, items: Iterable[Item]) -> SelftestReport:
+def selftest(scorer: Scorer | GradedScorer, items: Iterable[Item]) -> SelftestReport:
     """Hold a scorer to its contract on every item it will score.
 
     Checks, per item:
@@ -179,7 +199,11 @@ def selftest(scorer: Scorer, items: Iterable[Item]) -> SelftestReport:
         such a reply (those items are left out of this check only);
       - "undeclared reason": a verdict gave a reason the scorer does not declare, on either check.
     An exception from key or score is not a wrong answer: it is reported as a "scorer error".
+    A GradedScorer is held to the same checks in grades: the key grades 1.0, the empty output
+    (None) strictly lower (see _selftest_graded).
     """
+    if isinstance(scorer, GradedScorer):
+        return _selftest_graded(scorer, items)
     name = str(getattr(scorer, "name", type(scorer).__name__))
     declared = set(scorer.reasons)
     failures: list[SelftestFailure] = []
@@ -272,6 +296,89 @@ def selftest(scorer: Scorer, items: Iterable[Item]) -> SelftestReport:
 # -- a scorer as a metric ------------------------------------------------------------------------
 
 
+def _is_empty_output(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return not value.strip()
+    return isinstance(value, (Mapping, list, tuple)) and len(value) == 0
+
+
+def _selftest_graded(scorer: GradedScorer, items: Iterable[Item]) -> SelftestReport:
+    """The self-test of a graded scorer, per item:
+
+      - "answer key": key(item), graded, scores 1.0;
+      - "null control": the empty output (None) grades strictly lower than the key, unless the
+        key is itself empty (those items are left out of this check only).
+    An exception from key or metric_result is a "scorer error", not a low grade.
+    """
+    name = scorer.name
+    failures: list[SelftestFailure] = []
+    skipped: list[str] = []
+    checked = 0
+
+    def grade(item: Item, output: Any, check: str) -> float | None:
+        try:
+            value, _ = scorer.metric_result(item, output)
+            return float(value)
+        except Exception as exc:
+            failures.append(
+                SelftestFailure(
+                    SCORER_ERROR,
+                    item.id,
+                    f"scorer '{name}' raised {type(exc).__name__}: {exc} on item '{item.id}' "
+                    f"({check} check); the item cannot be judged: fix the item or the scorer",
+                )
+            )
+            return None
+
+    for item in items:
+        checked += 1
+        try:
+            key = scorer.key(item)
+        except Exception as exc:
+            failures.append(
+                SelftestFailure(
+                    SCORER_ERROR,
+                    item.id,
+                    f"scorer '{name}' key() raised {type(exc).__name__}: {exc} on item "
+                    f"'{item.id}'; the item has no answer key: fix the item or the scorer",
+                )
+            )
+            continue
+        on_key = grade(item, key, ANSWER_KEY)
+        if on_key is not None and on_key < 1.0 - 1e-9:
+            failures.append(
+                SelftestFailure(
+                    ANSWER_KEY,
+                    item.id,
+                    f"{ANSWER_KEY} check failed for item '{item.id}': scorer '{name}' graded the "
+                    f"item's own answer {_short.repr(key)} {on_key:g}; the answer key must grade "
+                    "1.0",
+                )
+            )
+        if _is_empty_output(key):
+            skipped.append(item.id)
+            continue
+        on_null = grade(item, None, NULL_CONTROL)
+        if on_null is not None and on_key is not None and on_null >= on_key:
+            failures.append(
+                SelftestFailure(
+                    NULL_CONTROL,
+                    item.id,
+                    f"{NULL_CONTROL} check failed for item '{item.id}': scorer '{name}' graded an "
+                    f"empty output {on_null:g}, not lower than the answer key ({on_key:g}); a "
+                    "scorer that grades everything high cannot guide an optimizer",
+                )
+            )
+    return SelftestReport(
+        scorer=name,
+        items_checked=checked,
+        failures=tuple(failures),
+        null_control_skipped=tuple(skipped),
+    )
+
+
 def _to_call(value: Any) -> Call:
     if isinstance(value, Call):
         return value
@@ -310,24 +417,46 @@ def to_reply(output: Any) -> Reply:
     )
 
 
-def as_metric(scorer: Scorer) -> Callable[..., tuple[float, dict[str, Any]]]:
+def _metric_item(input: Any, expected: Mapping[str, Any] | None) -> Item:
+    """The Item a metric call's (input, expected) describe."""
+    return Item(
+        id=str(input.get("id", "item")) if isinstance(input, Mapping) else "item",
+        input=dict(input) if isinstance(input, Mapping) else {},
+        expected=dict(expected) if expected is not None else None,
+    )
+
+
+def as_metric(scorer: Scorer | GradedScorer) -> Callable[..., tuple[float, dict[str, Any]]]:
     """A metric.py `score(input, output, expected=None)` that asks `scorer`.
 
     Correct scores 1.0, wrong 0.0; the feedback is the verdict's reason and detail, so a
-    reflection model reads why. The scorer's exceptions propagate: the run records an error, not
-    a score.
+    reflection model reads why. A GradedScorer returns its own pair: (grade, {"feedback",
+    "scores"}). The scorer's exceptions propagate: the run records an error, not a score.
     """
     name = scorer.name
+    if isinstance(scorer, GradedScorer):
+        graded = scorer
+
+        def grade(
+            input: Mapping[str, Any], output: Any, expected: Mapping[str, Any] | None = None
+        ) -> tuple[float, dict[str, Any]]:
+            return graded.metric_result(_metric_item(input, expected), output)
+
+        grade.__name__ = f"score_{name.replace('-', '_')}"
+        grade.__doc__ = f"Grades with the '{name}' scorer (version {scorer.version})."
+        return grade
 
     def score(
         input: Mapping[str, Any], output: Any, expected: Mapping[str, Any] | None = None
     ) -> tuple[float, dict[str, Any]]:
-        item = Item(
-            id=str(input.get("id", "item")) if isinstance(input, Mapping) else "item",
-            input=dict(input) if isinstance(input, Mapping) else {},
-            expected=dict(expected) if expected is not None else None,
-        )
-        verdict = scorer.score(item, to_reply(output))
+        item = _metric_item(input, expected)
+        # A scorer with score_output reads the output as it came (e.g. a dict reporting its own
+        # "error", which a Reply cannot hold); the others read it as a Reply.
+        score_output: Callable[[Item, Any], Verdict] | None = getattr(scorer, "score_output", None)
+        if score_output is not None:
+            verdict = score_output(item, output)
+        else:
+            verdict = scorer.score(item, to_reply(output))
         feedback = f"{verdict.reason}: {verdict.detail}"
         return (1.0 if verdict.correct else 0.0), {"feedback": feedback, "reason": verdict.reason}
 
@@ -357,6 +486,24 @@ def scorer_metric(name: str, options: Mapping[str, Any] | None = None) -> Any:
 
     options = dict(options or {})
     scorer = get(name, **options)
+    if isinstance(scorer, GradedScorer):
+        # A graded scorer's key is already an output, and its config_hash covers every setting
+        # (options such as an embedder object have no stable text of their own).
+        graded = scorer
+
+        def graded_key(expected: Mapping[str, Any] | None) -> Any:
+            item = Item(
+                id="key", input={}, expected=dict(expected) if expected is not None else None
+            )
+            return graded.key(item)
+
+        identity = json.dumps([graded.name, graded.version, graded.config_hash])
+        return Metric(
+            as_metric(graded),
+            name=f"scorer '{graded.name}' v{graded.version}",
+            key_fn=graded_key,
+            source_hash=hashlib.sha256(identity.encode()).hexdigest(),
+        )
 
     def key(expected: Mapping[str, Any] | None) -> dict[str, Any]:
         item = Item(id="key", input={}, expected=dict(expected) if expected is not None else None)

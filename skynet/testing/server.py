@@ -11,8 +11,10 @@ the next scripted step (a reply with usage, an error status with Retry-After, a 
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -108,15 +110,20 @@ class ScriptedServer:
         default: the step served when the script is empty (None: reply "ok").
         responder: called with each request body when the script is empty; returns a Step.
             Wins over `default`.
+        embeddings: serves POST /v1/embeddings: called with each input text, returns its vector
+            (None: that route answers 404). Embedding requests are recorded in `requests` but
+            take no scripted step.
     """
 
     def __init__(
         self,
         default: Step | None = None,
         responder: Callable[[dict[str, Any]], Step] | None = None,
+        embeddings: Callable[[str], Sequence[float]] | None = None,
     ) -> None:
         self.default = default or reply("ok")
         self.responder = responder
+        self.embeddings = embeddings
         self.requests: list[dict[str, Any]] = []
         self._steps: deque[Step] = deque()
         self._lock = threading.Lock()
@@ -144,6 +151,33 @@ class ScriptedServer:
     def request_count(self) -> int:
         with self._lock:
             return len(self.requests)
+
+    def _embed(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """The status and JSON of an OpenAI embeddings reply (float or base64 encoding)."""
+        with self._lock:
+            self.requests.append(body)
+        if self.embeddings is None:
+            return 404, {
+                "error": {"message": "no embeddings responder: ScriptedServer(embeddings=...)"}
+            }
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else list(texts or [])
+        data = []
+        for index, text in enumerate(texts):
+            vector = [float(x) for x in self.embeddings(str(text))]
+            if body.get("encoding_format") == "base64":
+                # The OpenAI client asks for base64 of little-endian float32 unless told otherwise.
+                packed: Any = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+            else:
+                packed = vector
+            data.append({"object": "embedding", "index": index, "embedding": packed})
+        tokens = sum(len(str(t).split()) for t in texts)
+        return 200, {
+            "object": "list",
+            "data": data,
+            "model": body.get("model", "scripted"),
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
@@ -176,6 +210,9 @@ class ScriptedServer:
                     body = json.loads(raw or b"{}")
                 except json.JSONDecodeError:
                     self._send(400, {"error": {"message": "body is not JSON"}})
+                    return
+                if self.path.rstrip("/").endswith("/embeddings"):
+                    self._send(*server._embed(body))
                     return
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
