@@ -199,18 +199,22 @@ def _judge_record(project_dir: Path, config: dict[str, Any]) -> tuple[Any, str]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from skynet.runner import current_metric_hash
     from skynet.runs.report import render_html, render_text, summarize
 
     store, run_id = _open_run(args)
     run = store.get_run(run_id)
     record, note = _judge_record(_project_dir(args), run.config)
-    # After a rescore, the report counts the scores of the metric it was rescored with.
+    # After a rescore, the report counts the scores of the metric it was rescored with; results
+    # graded under another hash than the project's current one (an edited reference, a changed
+    # scoring config) are marked stale.
     summary = summarize(
         store,
         run_id,
         metric_hash=run.notes.get("metric_hash"),
         judge_record=record,
         judge_note=note,
+        current_hash=current_metric_hash(_project_dir(args)),
     )
     print(render_text(summary))
     if args.html:
@@ -296,6 +300,40 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         f"{done.items_gone} item(s) no longer in the data"
     )
     print(render_text(summarize(store, run_id, metric_hash=done.metric_hash)))
+    return EXIT_OK
+
+
+def cmd_reference(args: argparse.Namespace) -> int:
+    from skynet.config import load_config
+    from skynet.data import load_dataset
+    from skynet.reference_set import MARK_FILE, read_mark, reference_hash, verify
+
+    project_dir = _project_dir(args)
+    config = load_config(project_dir)
+    dataset = load_dataset(config)
+    data = config.data
+    data_file = data.path or ", ".join(f for f in (data.train, data.val, data.test) if f)
+    items = len(dataset.train) + len(dataset.val) + len(dataset.test)
+    if args.reference_command == "verify":
+        mark = verify(project_dir, dataset, data_file)
+        print(
+            f"verified the reference set: {mark.items} item(s) from {data_file} "
+            f"(hash {mark.hash[:12]}); wrote {project_dir / MARK_FILE} — commit it"
+        )
+        return EXIT_OK
+    mark = read_mark(project_dir)
+    current = reference_hash(dataset)
+    print(f"reference set: {items} item(s) from {data_file} (hash {current[:12]})")
+    if mark is None:
+        print(f"not verified: no {MARK_FILE}; review it, then run `skynet reference verify`")
+        return EXIT_USER
+    if mark.hash != current:
+        print(
+            f"changed since it was verified ({mark.verified}, {mark.items} item(s)): review it, "
+            "then run `skynet reference verify`"
+        )
+        return EXIT_USER
+    print(f"verified {mark.verified} ({MARK_FILE})")
     return EXIT_OK
 
 
@@ -480,6 +518,17 @@ def build_parser() -> argparse.ArgumentParser:
     with_dir(p)
     p.add_argument("--run", help="the run (default: the latest)")
     p.set_defaults(func=cmd_rescore)
+
+    p = sub.add_parser("reference", help="the verified reference set of metric 'reference'")
+    reference = p.add_subparsers(dest="reference_command", required=True, metavar="STEP")
+    p = reference.add_parser(
+        "verify", help="mark the expected outputs as reviewed: write reference.verified.json"
+    )
+    with_dir(p)
+    p.set_defaults(func=cmd_reference)
+    p = reference.add_parser("show", help="say how many references, from which file, verified")
+    with_dir(p)
+    p.set_defaults(func=cmd_reference)
 
     p = sub.add_parser("eval", help="score a candidate on a split and record it")
     with_dir(p)

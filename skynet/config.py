@@ -218,6 +218,11 @@ class ArtifactConfig(_Section):
     memory_mb: Int = Field(
         default=1024, ge=64, description="an integer >= 64 (code: the child's address space, MB)"
     )
+    repeat: Int = Field(
+        default=1,
+        ge=1,
+        description="an integer >= 1 (runs of the artifact per item, each scored separately)",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -7,9 +7,11 @@ differ only in how they turn a Result into their own shape.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
+import statistics
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,12 +27,25 @@ __all__ = [
     "CANDIDATE_ERROR",
     "METRIC_ERROR",
     "CONTRACT_ERROR",
+    "aggregate",
+    "current_draw",
 ]
 
 TASK_ERROR = "task"  # the artifact (or its model) failed on the item
 CANDIDATE_ERROR = "candidate"  # the candidate itself crashed (evolving code): feedback, not a fault
 METRIC_ERROR = "metric"  # score() raised or timed out: not a wrong answer
 CONTRACT_ERROR = "contract"  # score() returned something outside the contract
+
+_DRAW: contextvars.ContextVar[int] = contextvars.ContextVar("skynet_draw", default=0)
+
+
+def current_draw() -> int:
+    """The draw index of the artifact run in progress (0, 1, … N-1 with `repeat = N`).
+
+    A task runner passes it to `Models.complete(draw=…)`: the draw is part of the call cache's
+    key, so each repetition gets a reply of its own instead of the first one served again.
+    """
+    return _DRAW.get()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,10 +67,78 @@ class Result:
     error_kind: str | None = None
     traceback: str = ""
     notes: tuple[str, ...] = ()
+    repetitions: tuple[Result, ...] = ()
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def spread(self) -> tuple[float, float] | None:
+        """(min, max) of the repetitions' scores; None without repetitions or scores."""
+        scores = [r.score for r in self.repetitions if r.ok and r.score is not None]
+        return (min(scores), max(scores)) if scores else None
+
+    @property
+    def shown(self) -> int | None:
+        """The index (draw) of the repetition whose output this result shows, if repeated."""
+        return self.extra.get("repetition") if self.repetitions else None
+
+
+def aggregate(item_id: str, runs: Sequence[Result]) -> Result:
+    """One item's result from its repetitions, each a scored (or failed) run of the artifact.
+
+    The score is the mean of the scored runs' scores and each named score the mean of its
+    values; the output, feedback, extra and observation are the median-quality run's (for an
+    even count, the lower of the two middle runs, and a note says so). A failed run is left out
+    of the means with a note; when every run failed, the result is the first run's error.
+    `repetitions` keeps every run, so a rescore needs no task call.
+    """
+    runs = tuple(runs)
+    if len(runs) == 1:
+        return runs[0]
+    scored = [(i, r) for i, r in enumerate(runs) if r.ok and r.score is not None]
+    if not scored:
+        first = runs[0]
+        return dataclasses.replace(
+            first,
+            repetitions=runs,
+            notes=(*first.notes, f"all {len(runs)} runs of the item failed"),
+        )
+    ranked = sorted(scored, key=lambda pair: (pair[1].score, pair[0]))
+    n = len(ranked)
+    middle = (n - 1) // 2  # odd: the median; even: the lower of the two middle runs
+    index, shown = ranked[middle]
+    scores = [r.score for _, r in scored if r.score is not None]
+    names = dict.fromkeys(name for _, r in scored for name in r.scores)
+    means = {
+        name: statistics.fmean(r.scores[name] for _, r in scored if name in r.scores)
+        for name in names
+    }
+    lo, hi = min(scores), max(scores)
+    notes = list(shown.notes)
+    notes.append(
+        f"repeat {len(runs)}: mean {statistics.fmean(scores):.3f}, spread {lo:.3f}-{hi:.3f}; "
+        + (
+            f"the output shown is run {index + 1}, the median-quality one"
+            if n % 2
+            else f"the output shown is run {index + 1}, the lower of the two middle-quality runs"
+        )
+    )
+    failed = len(runs) - n
+    if failed:
+        notes.append(f"{failed} of {len(runs)} runs failed: left out of the means")
+    return Result(
+        item_id=item_id,
+        output=shown.output,
+        score=statistics.fmean(scores),
+        feedback=shown.feedback,
+        scores=means,
+        extra={**shown.extra, "repetition": index, "spread": [lo, hi]},
+        observation=shown.observation,
+        notes=tuple(notes),
+        repetitions=runs,
+    )
 
 
 class Evaluation:
@@ -67,11 +150,40 @@ class Evaluation:
             (`run(candidate, input) -> output`); its task-model calls are metered.
     """
 
-    def __init__(self, metric: Metric, run: Callable[[Any, dict[str, Any]], Any]) -> None:
+    def __init__(
+        self, metric: Metric, run: Callable[[Any, dict[str, Any]], Any], *, repeat: int = 1
+    ) -> None:
+        if repeat < 1:
+            raise ValueError(f"repeat must be >= 1, not {repeat}")
         self.metric = metric
         self.run = run
+        self.repeat = repeat
 
     def __call__(self, candidate: Any, item: Item) -> Result:
+        """Run the candidate on the item `repeat` times (draws 0 … repeat-1), score each run."""
+        if self.repeat == 1:
+            return self._once(candidate, item, 0)
+        return aggregate(item.id, [self._once(candidate, item, d) for d in range(self.repeat)])
+
+    def rescore(self, item: Item, recorded: Result) -> Result:
+        """Score a recorded result's outputs again (every repetition), calling no task."""
+        if recorded.repetitions:
+            return aggregate(item.id, [self._rescore_one(item, r) for r in recorded.repetitions])
+        return self._rescore_one(item, recorded)
+
+    def _rescore_one(self, item: Item, recorded: Result) -> Result:
+        if recorded.error_kind in (TASK_ERROR, CANDIDATE_ERROR):
+            return recorded  # no output to score: the error stands under the new metric
+        return self.score_output(item, recorded.output, recorded.observation)
+
+    def _once(self, candidate: Any, item: Item, draw: int) -> Result:
+        token = _DRAW.set(draw)
+        try:
+            return self._run_and_score(candidate, item)
+        finally:
+            _DRAW.reset(token)
+
+    def _run_and_score(self, candidate: Any, item: Item) -> Result:
         with metering(item.id) as meter:
             try:
                 output = self.run(candidate, item.input)

@@ -26,7 +26,7 @@ from skynet.contract import CheckReport, Metric, check_metric, load_metric
 from skynet.data import Dataset, Item, load_dataset
 from skynet.engine import Candidate, Engine, EngineContext, get_engine
 from skynet.errors import ConfigError, ContractError, SkynetError
-from skynet.evaluation import CANDIDATE_ERROR, Evaluation, Result
+from skynet.evaluation import CANDIDATE_ERROR, Evaluation, Result, current_draw
 from skynet.measure import TESTING, Observation, scoring
 from skynet.models import Models, configure
 from skynet.runs import RunStore
@@ -44,6 +44,7 @@ __all__ = [
     "RescoreOutcome",
     "dry_run",
     "DryRunEstimate",
+    "current_metric_hash",
 ]
 
 MIN_EVALUATIONS_BEFORE_ABORT = 8
@@ -118,17 +119,7 @@ def open_project(project_dir: Path, overrides: dict[str, Any] | None = None) -> 
     project_dir = project_dir.absolute()  # keep a symlinked folder as the user named it
     config = load_config(project_dir, overrides)
     dataset = load_dataset(config)
-    if config.metric.name == "judge":
-        # The judge scores only when its validation record accepts it: JudgeUnvalidated otherwise.
-        from skynet.scorers.judge import project_judge_metric
-
-        metric = project_judge_metric(config)
-    elif config.metric.name:
-        from skynet.scorers import scorer_metric
-
-        metric = scorer_metric(config.metric.name, config.metric.options)
-    else:
-        metric = load_metric(project_dir / config.metric.path)
+    metric = _project_metric(project_dir, config, dataset)
     art = config.artifact
     artifact: PromptArtifact | CodeArtifact | DspyArtifact
     if art.kind == "dspy":
@@ -159,6 +150,61 @@ def open_project(project_dir: Path, overrides: dict[str, Any] | None = None) -> 
     )
 
 
+def _project_metric(
+    project_dir: Path, config: Config, dataset: Dataset, *, verified: bool = True
+) -> Metric:
+    """The project's metric: metric.py, or a built-in scorer by name.
+
+    `verified=False` skips the reference set's verification (the hash is still that of the
+    references as they are), for reporting what is stale.
+    """
+    if config.metric.name == "judge":
+        # The judge scores only when its validation record accepts it: JudgeUnvalidated otherwise.
+        from skynet.scorers.judge import project_judge_metric
+
+        return project_judge_metric(config)
+    if config.metric.name == "reference":
+        from skynet.reference_set import check_verified, reference_hash
+
+        # Refused before anything else is loaded: a grade against unreviewed references is noise.
+        ref_hash = check_verified(project_dir, dataset) if verified else reference_hash(dataset)
+        return _reference_metric(project_dir, config, ref_hash)
+    if config.metric.name:
+        from skynet.scorers import scorer_metric
+
+        return scorer_metric(config.metric.name, config.metric.options)
+    return load_metric(project_dir / config.metric.path)
+
+
+def _reference_metric(project_dir: Path, config: Config, reference_hash: str) -> Metric:
+    """The `reference` scorer as the run's metric: embeddings cached in the project's .skynet,
+    and a hash that covers the scoring config and the reference set, so results graded under
+    an older reference or config are stale."""
+    from skynet.scorers import scorer_metric
+
+    options = {"cache_dir": project_dir / ".skynet", **config.metric.options}
+    metric = scorer_metric("reference", options)
+    metric.source_hash = hashlib.sha256(
+        f"{metric.source_hash}:{reference_hash}".encode()
+    ).hexdigest()
+    return metric
+
+
+def current_metric_hash(project_dir: Path) -> str | None:
+    """The hash results would be graded under now, or None when the project cannot say.
+
+    For `reference` the reference set is hashed as it is, verified or not, so `skynet show` can
+    say that results are stale after a reference was edited (before it is verified again).
+    """
+    try:
+        config = load_config(project_dir)
+        return _project_metric(
+            project_dir, config, load_dataset(config), verified=False
+        ).source_hash
+    except SkynetError:
+        return None
+
+
 def self_test(project: Project) -> CheckReport:
     """The metric's self-test on the items a run will use (train and val)."""
     return check_metric(project.metric, [*project.dataset.train, *project.dataset.val])
@@ -177,7 +223,11 @@ def _task_runner(project: Project, models: Models) -> Callable[[Candidate, dict[
     def run_prompt(candidate: Candidate, input: dict[str, Any]) -> str:
         messages = prompt.messages(candidate, input)
         reply = models.complete(
-            "task", messages, max_tokens=art.max_tokens, temperature=art.temperature
+            "task",
+            messages,
+            max_tokens=art.max_tokens,
+            temperature=art.temperature,
+            draw=current_draw(),  # repeat = N: each run of the item its own reply
         )
         return reply.text
 
@@ -191,6 +241,7 @@ def _task_runner(project: Project, models: Models) -> Callable[[Candidate, dict[
             max_tokens=art.max_tokens,
             temperature=art.temperature,
             tools=tool_schemas(input),
+            draw=current_draw(),
         )
         # The reply as the server returned it, unparsed: the scorer judges it.
         return {
@@ -441,7 +492,9 @@ def run(
     models.subscribe(lambda record: store.record_call(run_id, record))
 
     progress = _Progress(budget=budget, models=models, out=stream)
-    evaluation = Evaluation(project.metric, _task_runner(project, models))
+    evaluation = Evaluation(
+        project.metric, _task_runner(project, models), repeat=cfg.artifact.repeat
+    )
     val_scores: dict[str, dict[str, float | None]] = {}
     lock = threading.Lock()
     known: set[str] = set()  # candidates already recorded in this process
@@ -623,7 +676,9 @@ def evaluate_candidate(
     store = project.open_store()
     store.get_run(run_id)
     models.subscribe(lambda record: store.record_call(run_id, record))
-    evaluation = Evaluation(project.metric, _task_runner(project, models))
+    evaluation = Evaluation(
+        project.metric, _task_runner(project, models), repeat=project.config.artifact.repeat
+    )
     cid = candidate_id(candidate, project.fingerprint)
     store.add_candidate(run_id, cid, candidate)
     results = []
@@ -685,14 +740,16 @@ def rescore(project: Project, run_id: str) -> RescoreOutcome:
             counts["items_gone"] += 1
             continue
         old = row.result()
-        if row.error_kind == "task":  # no output to score: the error stands under the new metric
+        if row.error_kind == "task" and not old.repetitions:
+            # No output to score: the error stands under the new metric.
             store.record_evaluation(run_id, row.candidate_id, row.split, old, current)
             counts["task_errors_kept"] += 1
             continue
-        if row.output_is_repr:
+        if row.output_is_repr or any(r.get("output_is_repr") for r in row.repetitions):
             counts["not_rescorable"] += 1
             continue
-        result = scorer.score_output(item, row.output, old.observation)
+        # Every repetition is scored again from its saved output: no task call.
+        result = scorer.rescore(item, old)
         store.record_evaluation(run_id, row.candidate_id, row.split, result, current)
         counts["rescored"] += 1
         counts["metric_errors"] += not result.ok
@@ -769,6 +826,10 @@ def dry_run(project: Project, *, sample: int = 3) -> DryRunEstimate:
     )
     if task_per_call is None:
         notes.append(f"task cost unknown: no price for {cfg.models.task} (declare one)")
+    elif cfg.artifact.repeat > 1:
+        # The sample ran each item once; a run pays for `repeat` runs of each.
+        task_per_call *= cfg.artifact.repeat
+        notes.append(f"artifact.repeat = {cfg.artifact.repeat}: task cost counted that many times")
     judge_per_call = (judge_after.cost_usd - judge_before.cost_usd) / max(1, len(sampled))
     if judge_after.unpriced_calls > judge_before.unpriced_calls:
         judge_per_call = None

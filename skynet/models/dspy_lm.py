@@ -13,6 +13,7 @@ from typing import Any
 
 import dspy
 
+from skynet.evaluation import current_draw as _current_draw
 from skynet.models.client import Models
 
 __all__ = ["SkynetLM"]
@@ -55,7 +56,8 @@ class SkynetLM(dspy.BaseLM):
             chat,
             max_tokens=params.get("max_tokens"),
             temperature=params.get("temperature"),
-            draw=int(params.get("rollout_id") or 0),
+            # DSPy's rollout_id when it sets one, else the repetition in progress (repeat = N).
+            draw=int(params.get("rollout_id") or _current_draw()),
         )
         return litellm.ModelResponse(
             model=reply.model,

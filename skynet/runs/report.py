@@ -94,6 +94,11 @@ class RunSummary:
         test_items: items in the test reference set.
         stale: (candidate, item) pairs scored only under another metric; rescore to count them.
         wall_seconds: time from the run's start to its end (or its last record while running).
+        current_hash: the metric hash the project grades under now (None: not known).
+        outdated: counted results graded under another hash than `current_hash` (an older
+            reference or scoring config): stale until `skynet rescore`.
+        repeats: with `repeat = N` (N > 1), the best candidate's items: mean, spread, which run
+            is shown.
     """
 
     run: RunRow
@@ -114,6 +119,55 @@ class RunSummary:
     wall_seconds: float | None
     judge: tuple[JudgeAccuracy, ...] = ()
     judge_note: str = ""
+    current_hash: str | None = None
+    outdated: int = 0
+    repeats: tuple[ItemRepeats, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemRepeats:
+    """One item's repeated runs (`repeat = N`): the mean score and the consistency spread.
+
+    Attributes:
+        item_id, split: the item and its split.
+        runs: N; scored: how many of them were scored (not errors).
+        mean: the mean score; low, high: the least and the greatest score (the spread).
+        shown: the run (1-based) whose output the result shows: the median-quality one (for an
+            even count, the lower of the two middle runs).
+    """
+
+    item_id: str
+    split: str
+    runs: int
+    scored: int
+    mean: float | None
+    low: float | None
+    high: float | None
+    shown: int | None
+
+
+def _repeats(evals: list[EvaluationRow], candidate: str | None) -> tuple[ItemRepeats, ...]:
+    found = []
+    for e in evals:
+        if e.candidate_id != candidate or not e.repetitions:
+            continue
+        scores = [
+            r["score"] for r in e.repetitions if r.get("error") is None and r["score"] is not None
+        ]
+        shown = e.extra.get("repetition")
+        found.append(
+            ItemRepeats(
+                item_id=e.item_id,
+                split=e.split,
+                runs=len(e.repetitions),
+                scored=len(scores),
+                mean=e.score,
+                low=min(scores) if scores else None,
+                high=max(scores) if scores else None,
+                shown=shown + 1 if isinstance(shown, int) else None,
+            )
+        )
+    return tuple(sorted(found, key=lambda r: (r.split, r.item_id)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -222,6 +276,7 @@ def summarize(
     metric_hash: str | None = None,
     judge_record: JudgeValidation | None = None,
     judge_note: str = "",
+    current_hash: str | None = None,
 ) -> RunSummary:
     """Compute the report of one run from the store.
 
@@ -233,6 +288,8 @@ def summarize(
         judge_record: for a judge-scored run, the judge's validation record: its pairs are the
             labelled set of the PPI-corrected accuracy shown beside the judge's raw figure.
         judge_note: why a judge-scored run's PPI figures are missing, to show instead.
+        current_hash: the metric hash the project grades under now; counted results graded
+            under another are reported as outdated (stale until rescored).
 
     Raises:
         ConfigError: no such run.
@@ -243,6 +300,10 @@ def summarize(
     evals = [e for e in every if e.metric_hash == chosen]
     current_pairs = {(e.candidate_id, e.item_id) for e in evals}
     stale = len({(e.candidate_id, e.item_id) for e in every} - current_pairs)
+    outdated = 0
+    if current_hash is not None and current_hash != chosen:
+        regraded = {(e.candidate_id, e.item_id) for e in every if e.metric_hash == current_hash}
+        outdated = len(current_pairs - regraded)
 
     rows: list[CandidateRow] = store.candidates(run_id)
     known = {c.id for c in rows}
@@ -354,6 +415,9 @@ def summarize(
         wall_seconds=wall,
         judge=judge,
         judge_note=judge_note,
+        current_hash=current_hash,
+        outdated=outdated,
+        repeats=_repeats(evals, best.id if best is not None else None),
     )
 
 
@@ -530,6 +594,48 @@ def _candidate_rows(s: RunSummary) -> list[list[str]]:
 
 _CANDIDATE_HEADER = ["candidate", "parents", "val", "test", "errors", ""]
 
+_REPEATS_HEADER = ["item", "split", "mean", "spread", "scored", "shown"]
+
+
+def _outdated(s: RunSummary) -> str:
+    verify = (
+        "`skynet reference verify` (if a reference was edited), then "
+        if (s.run.config.get("metric") or {}).get("name") == "reference"
+        else ""
+    )
+    return (
+        f"Stale: {s.outdated} result(s) were graded under an older reference or scoring config "
+        f"(metric {s.metric_hash[:12]}, now {(s.current_hash or '')[:12]}); "
+        f"{verify}`skynet rescore` grades the saved outputs again (no task call)"
+    )
+
+
+def _repeats_title(s: RunSummary) -> str:
+    runs = max(r.runs for r in s.repeats)
+    who = s.best.id if s.best is not None else "-"
+    return (
+        f"Repetitions of the best candidate {who} ({runs} runs per item; the output shown is the "
+        "median-quality run, for an even count the lower of the two middle ones)"
+    )
+
+
+def _repeat_rows(s: RunSummary) -> list[list[str]]:
+    def fmt(x: float | None) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    return [
+        [
+            r.item_id,
+            r.split,
+            fmt(r.mean),
+            f"{fmt(r.low)}-{fmt(r.high)}",
+            f"{r.scored}/{r.runs}",
+            "-" if r.shown is None else f"run {r.shown}",
+        ]
+        for r in s.repeats
+    ]
+
+
 _JUDGE_HEADER = [
     "",
     "candidate",
@@ -593,6 +699,11 @@ def render_text(summary: RunSummary) -> str:
         ]
         if s.judge:
             out += _table(_JUDGE_HEADER, _judge_rows(s), text_columns=3)
+            out.append(
+                "  PPI assumes the labelled items were drawn i.i.d. from the outputs it corrects: "
+                "labels taken from other candidates' outputs shift the correction "
+                "(docs/scorers.md)."
+            )
         if s.judge_note:
             out.append(f"  note: {s.judge_note}")
     objectives = _objective_rows(s)
@@ -613,6 +724,11 @@ def render_text(summary: RunSummary) -> str:
             f"Stale: {s.stale} evaluation(s) were scored under another metric; "
             "rescore the run to count them"
         )
+    if s.outdated:
+        out.append(_outdated(s))
+    if s.repeats:
+        out += ["", _repeats_title(s)]
+        out += _table(_REPEATS_HEADER, _repeat_rows(s), text_columns=2)
     if s.candidates:
         out += ["", "Candidates"]
         out += _table(_CANDIDATE_HEADER, _candidate_rows(s), text_columns=2)
@@ -815,6 +931,8 @@ def render_html(summary: RunSummary) -> str:
             f"Stale: {s.stale} evaluation(s) were scored under another metric; "
             "rescore the run to count them"
         )
+    if s.outdated:
+        facts.append(_outdated(s))
     body.append("<ul>" + "".join(f"<li>{_h(f)}</li>" for f in facts) + "</ul>")
 
     body.append("<h2>Best candidate against the seed</h2>")

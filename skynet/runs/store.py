@@ -162,7 +162,12 @@ def m001_initial(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX proposals_run ON proposals (run_id, seq)")
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_initial]
+def m002_repetitions(db: sqlite3.Connection) -> None:
+    """Every run of an item made with `repeat = N` (N > 1): outputs, scores, errors, as JSON."""
+    db.execute("ALTER TABLE evaluations ADD COLUMN repetitions TEXT NOT NULL DEFAULT '[]'")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_initial, m002_repetitions]
 
 _MIGRATIONS_TABLE = "skynet_migrations"
 
@@ -249,6 +254,7 @@ class EvaluationRow:
     traceback: str = ""
     notes: tuple[str, ...] = ()
     created: str = ""
+    repetitions: tuple[dict[str, Any], ...] = ()
 
     def result(self) -> Result:
         """The skynet.Result this row records (Observation rebuilt from its fields)."""
@@ -264,7 +270,41 @@ class EvaluationRow:
             error_kind=self.error_kind,
             traceback=self.traceback,
             notes=self.notes,
+            repetitions=tuple(_repetition_from(r) for r in self.repetitions),
         )
+
+
+def _repetition_as_dict(result: Result) -> dict[str, Any]:
+    output, output_is_repr = _encode_output(result.output)
+    return {
+        "output": json.loads(output),
+        "output_is_repr": output_is_repr,
+        "score": None if result.error is not None else _float_or_none(result.score),
+        "feedback": result.feedback,
+        "scores": dict(result.scores),
+        "extra": dict(result.extra),
+        "observation": None if result.observation is None else result.observation.as_dict(),
+        "error": result.error,
+        "error_kind": result.error_kind,
+        "traceback": result.traceback,
+        "notes": list(result.notes),
+    }
+
+
+def _repetition_from(data: dict[str, Any]) -> Result:
+    return Result(
+        item_id=data.get("item_id", ""),
+        output=data.get("output"),
+        score=data.get("score"),
+        feedback=data.get("feedback", ""),
+        scores=dict(data.get("scores") or {}),
+        extra=dict(data.get("extra") or {}),
+        observation=_observation_from(data.get("observation")),
+        error=data.get("error"),
+        error_kind=data.get("error_kind"),
+        traceback=data.get("traceback", ""),
+        notes=tuple(data.get("notes") or ()),
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -676,8 +716,8 @@ class RunStore:
                 db.execute(
                     "INSERT OR IGNORE INTO evaluations (run_id, candidate_id, split, item_id, "
                     "output, output_is_repr, score, feedback, scores, extra, observation, error, "
-                    "error_kind, traceback, notes, metric_hash, created, seq) "
-                    "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                    "error_kind, traceback, notes, metric_hash, created, repetitions, seq) "
+                    "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
                     "COALESCE(MAX(seq), 0) + 1 FROM evaluations WHERE run_id = ?",
                     (
                         run_id,
@@ -697,6 +737,12 @@ class RunStore:
                         _dumps(list(result.notes)),
                         metric_hash,
                         _now(),
+                        _dumps(
+                            [
+                                {"item_id": r.item_id, **_repetition_as_dict(r)}
+                                for r in result.repetitions
+                            ]
+                        ),
                         run_id,
                     ),
                 )
@@ -723,6 +769,7 @@ class RunStore:
             traceback=r["traceback"],
             notes=tuple(json.loads(r["notes"])),
             created=r["created"],
+            repetitions=tuple(json.loads(r["repetitions"])),
         )
 
     def find_evaluation(

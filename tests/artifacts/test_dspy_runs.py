@@ -242,3 +242,22 @@ def test_eval_accepts_a_saved_program(tmp_path, scripted_server, capsys):
     assert "mean score 1.000 over 4 item(s)" in capsys.readouterr().out
     assert main(["-C", str(project), "show"]) == 0
     assert "best" in capsys.readouterr().out
+
+
+def test_repeat_draws_a_dspy_programs_calls_afresh(tmp_path, scripted_server):
+    # With repeat = 3 each run of the program is its own draw: three task requests per item, not
+    # one request served twice more from the call cache.
+    scripted_server.responder = responder
+    project = make_dspy_project(tmp_path / "p", scripted_server.url)
+    with open(project / "skynet.toml") as f:
+        text = f.read()
+    (project / "skynet.toml").write_text(text.replace('kind = "dspy"', 'kind = "dspy"\nrepeat = 3'))
+    assert main(["-C", str(project), "run"]) == 0
+    other = project / "other.json"  # a program no run has seen: every call is new
+    dspy.Predict(dspy.Signature("country -> answer", "Be brief.")).save(str(other))
+    scripted_server.requests.clear()
+    assert main(["-C", str(project), "eval", "--candidate", str(other), "--split", "val"]) == 0
+    task_requests = [
+        r for r in scripted_server.requests if "[[ ## country ## ]]" in r["messages"][-1]["content"]
+    ]
+    assert len(task_requests) == 3 * 4  # 4 val items, 3 runs each
