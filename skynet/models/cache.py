@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CachedCall", "CallCache", "cache_key"]
+__all__ = ["CachedCall", "CallCache", "cache_key", "open_cache_db"]
 
 SCHEMA_VERSION = 1
 
@@ -29,6 +29,43 @@ def cache_key(model: str, messages: Any, params: dict[str, Any], draw: int) -> s
         default=str,
     )
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def open_cache_db(
+    path: str | Path, *, what: str, schema_version: int, create: str
+) -> sqlite3.Connection:
+    """A cache database shared between threads (WAL, autocommit), its one table made on first use.
+
+    Args:
+        path: the database file (created with its folder), or ":memory:".
+        what: the cache's name for messages, e.g. "call cache".
+        schema_version: the version this code writes; a newer file is refused.
+        create: the CREATE TABLE statement of version 1.
+
+    Raises:
+        ConfigError: the file was written by a newer Skynet.
+    """
+    name = str(path)
+    if name != ":memory:":
+        Path(name).parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(name, check_same_thread=False, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("PRAGMA busy_timeout=10000")
+    db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+    row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    version = int(row[0]) if row else 0
+    if version > schema_version:
+        from skynet.errors import ConfigError
+
+        raise ConfigError(
+            f"{name}: {what} schema {version} is newer than this Skynet ({schema_version}); "
+            "upgrade skynet or delete the file"
+        )
+    if version < 1:
+        db.execute(create)
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (schema_version,))
+    return db
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,36 +86,17 @@ class CallCache:
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=10000")
-        self._migrate()
-
-    def _migrate(self) -> None:
-        with self._lock:
-            self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
-            row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            version = int(row[0]) if row else 0
-            if version > SCHEMA_VERSION:
-                from skynet.errors import ConfigError
-
-                raise ConfigError(
-                    f"{self.path}: call cache schema {version} is newer than this Skynet "
-                    f"({SCHEMA_VERSION}); upgrade skynet or use another cache path"
-                )
-            if version < 1:
-                self._db.execute(
-                    "CREATE TABLE calls (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
-                    "reply TEXT NOT NULL, input_tokens INTEGER, output_tokens INTEGER, "
-                    "cost_usd REAL, elapsed_ns INTEGER, created REAL DEFAULT (unixepoch('subsec')))"
-                )
-                self._db.execute(
-                    "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
-                )
+        self._db = open_cache_db(
+            path,
+            what="call cache",
+            schema_version=SCHEMA_VERSION,
+            create=(
+                "CREATE TABLE calls (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
+                "reply TEXT NOT NULL, input_tokens INTEGER, output_tokens INTEGER, "
+                "cost_usd REAL, elapsed_ns INTEGER, created REAL DEFAULT (unixepoch('subsec')))"
+            ),
+        )
 
     def get(self, key: str) -> CachedCall | None:
         with self._lock:

@@ -18,7 +18,6 @@ import hashlib
 import json
 import math
 import os
-import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from skynet.errors import ConfigError, ModelError
+from skynet.models.cache import open_cache_db
 
 if TYPE_CHECKING:
     from skynet.models.client import ModelSettings
@@ -443,34 +443,17 @@ class EmbeddingCache:
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=10000")
-        self._migrate()
-
-    def _migrate(self) -> None:
-        with self._lock:
-            self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
-            row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            version = int(row[0]) if row else 0
-            if version > SCHEMA_VERSION:
-                raise ConfigError(
-                    f"{self.path}: embedding cache schema {version} is newer than this Skynet "
-                    f"({SCHEMA_VERSION}); upgrade skynet or delete the file"
-                )
-            if version < 1:
-                self._db.execute(
-                    "CREATE TABLE embeddings (key TEXT PRIMARY KEY, embedder TEXT NOT NULL, "
-                    "dim INTEGER NOT NULL, vector BLOB NOT NULL, "
-                    "created REAL DEFAULT (unixepoch('subsec')))"
-                )
-                self._db.execute(
-                    "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
-                )
+        self._db = open_cache_db(
+            path,
+            what="embedding cache",
+            schema_version=SCHEMA_VERSION,
+            create=(
+                "CREATE TABLE embeddings (key TEXT PRIMARY KEY, embedder TEXT NOT NULL, "
+                "dim INTEGER NOT NULL, vector BLOB NOT NULL, "
+                "created REAL DEFAULT (unixepoch('subsec')))"
+            ),
+        )
 
     @staticmethod
     def key(embedder: str, text: str) -> str:
