@@ -415,7 +415,7 @@ def cmd_judge_validate(args: argparse.Namespace) -> int:
         labels = project_dir / labels
     rows = read_labels(labels)
     models = configure(config.models_config(), base_dir=project_dir)
-    pairs = judge_labelled(judge, rows, models=models, where=str(labels))
+    pairs = judge_labelled(judge, rows, models=models)
     record = judge_validate(
         judge,
         pairs,

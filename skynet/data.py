@@ -191,7 +191,7 @@ def _read(file: Path, base: Path, key: str) -> Iterator[_Row]:
         )
     text = _text(file, shown, key)
     if kind == "jsonl":
-        return _read_jsonl(text, shown)
+        return read_jsonl(text, shown)
     if kind == "csv":
         return _read_csv(text, shown)
     return _read_json(text, shown)
@@ -228,7 +228,12 @@ def _kind(value: Any) -> str:
     return "number"
 
 
-def _read_jsonl(text: str, shown: str) -> Iterator[_Row]:
+def read_jsonl(text: str, shown: str) -> Iterator[_Row]:
+    """The JSON-object rows of a JSONL text, each with its place ("{shown}:{line}").
+
+    Raises:
+        DatasetError: a line is not JSON or not an object; the message names file and line.
+    """
     # Split on "\n" only: str.splitlines() would also split at U+2028, legal inside JSON strings.
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from skynet.data import Item
+from skynet.data import Item, read_jsonl
 from skynet.errors import ConfigError, DatasetError, JudgeUnvalidated, MetricError, ModelError
 from skynet.models.governor import Governor
 from skynet.models.ledger import CallRecord, Ledger
@@ -1298,9 +1298,9 @@ def collect_labels(
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LabelledRow:
-    """One labelled row of a labels file, with the file line it came from."""
+    """One labelled row of a labels file, with the place it came from ("labels.jsonl:3")."""
 
-    line: int
+    where: str
     id: str
     input: dict[str, Any]
     output: Any
@@ -1322,16 +1322,8 @@ def read_labels(path: Path) -> list[LabelledRow]:
             f"{path}: no such labels file; write one with `skynet judge collect --out {path.name}`"
         ) from None
     rows: list[LabelledRow] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
-        if not isinstance(row, dict):
-            raise DatasetError(f"{where}: a JSON {type(row).__name__}, not an object")
+    for parsed in read_jsonl(text, str(path)):
+        where, row = parsed.where, parsed.values
         missing = [k for k in ("id", "output", "reference", "human") if k not in row]
         if missing:
             raise DatasetError(
@@ -1351,7 +1343,7 @@ def read_labels(path: Path) -> list[LabelledRow]:
             raise DatasetError(f'{where}: "input" is a {type(given).__name__}, not an object')
         rows.append(
             LabelledRow(
-                line=number,
+                where=where,
                 id=str(row["id"]),
                 input=given,
                 output=row["output"],
@@ -1370,7 +1362,6 @@ def judge_labelled(
     *,
     models: Models | None = None,
     governor: Governor | None = None,
-    where: str = "labels",
 ) -> list[tuple[bool, bool]]:
     """The judge's decision beside the person's on each labelled row: (judge, human) pairs.
 
@@ -1387,8 +1378,8 @@ def judge_labelled(
         try:
             decision = judge.decide(item, row.output)
         except DatasetError as exc:
-            raise DatasetError(f"{where}:{row.line}: {exc}") from None
+            raise DatasetError(f"{row.where}: {exc}") from None
         if decision.outcome == JUDGE_FAILED:
-            raise ModelError(f"{where}:{row.line}: {decision.detail}", model=config.model)
+            raise ModelError(f"{row.where}: {decision.detail}", model=config.model)
         pairs.append((decision.correct, row.human))
     return pairs

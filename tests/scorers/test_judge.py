@@ -474,3 +474,26 @@ def test_exact_passes_its_self_test_and_refuses_unreadable_labels():
     with pytest.raises(DatasetError, match="no output column 'label'"):
         scorers.get("exact", label="label").key(Item("c", {}, {"answer": "x"}))
     assert "exact" in scorers.names()
+
+
+def test_a_labels_file_is_read_like_a_dataset_line_by_line(tmp_path):
+    # A line separator (U+2028) inside an output is JSON text, not a line break; a bad line is
+    # named by file and line as in a dataset.
+    from skynet.scorers.judge import read_labels
+
+    labels = tmp_path / "labels.jsonl"
+    row = {
+        "id": "a",
+        "input": {},
+        "output": "Paris\u2028is it",
+        "reference": "Paris",
+        "human": True,
+    }
+    labels.write_text(json.dumps(row, ensure_ascii=False) + "\n", encoding="utf-8")
+    [read] = read_labels(labels)
+    assert (read.where, read.output, read.human) == (f"{labels}:1", "Paris\u2028is it", True)
+    labels.write_text(json.dumps(row) + "\n[1]\n", encoding="utf-8")
+    with pytest.raises(
+        DatasetError, match=r"labels.jsonl:2: the row is a JSON list, not an object"
+    ):
+        read_labels(labels)
