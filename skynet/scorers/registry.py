@@ -190,6 +190,24 @@ def _is_null(reply: Reply) -> bool:
     return not reply.text and not reply.calls
 
 
+def _scorer_raised(name: str, item: Item, exc: Exception, check: str) -> SelftestFailure:
+    return SelftestFailure(
+        SCORER_ERROR,
+        item.id,
+        f"scorer '{name}' raised {type(exc).__name__}: {exc} on item '{item.id}' "
+        f"({check} check); the item cannot be judged: fix the item or the scorer",
+    )
+
+
+def _key_raised(name: str, item: Item, exc: Exception) -> SelftestFailure:
+    return SelftestFailure(
+        SCORER_ERROR,
+        item.id,
+        f"scorer '{name}' key() raised {type(exc).__name__}: {exc} on item "
+        f"'{item.id}'; the item has no answer key: fix the item or the scorer",
+    )
+
+
 def selftest(scorer: Scorer | GradedScorer, items: Iterable[Item]) -> SelftestReport:
     """Hold a scorer to its contract on every item it will score.
 
@@ -214,14 +232,7 @@ def selftest(scorer: Scorer | GradedScorer, items: Iterable[Item]) -> SelftestRe
         try:
             verdict = scorer.score(item, reply)
         except Exception as exc:
-            failures.append(
-                SelftestFailure(
-                    SCORER_ERROR,
-                    item.id,
-                    f"scorer '{name}' raised {type(exc).__name__}: {exc} on item '{item.id}' "
-                    f"({check} check); the item cannot be judged: fix the item or the scorer",
-                )
-            )
+            failures.append(_scorer_raised(name, item, exc, check))
             return None
         if not isinstance(verdict, Verdict):
             failures.append(
@@ -251,14 +262,7 @@ def selftest(scorer: Scorer | GradedScorer, items: Iterable[Item]) -> SelftestRe
         try:
             key = scorer.key(item)
         except Exception as exc:
-            failures.append(
-                SelftestFailure(
-                    SCORER_ERROR,
-                    item.id,
-                    f"scorer '{name}' key() raised {type(exc).__name__}: {exc} on item "
-                    f"'{item.id}'; the item has no answer key: fix the item or the scorer",
-                )
-            )
+            failures.append(_key_raised(name, item, exc))
             continue
         on_key = judge(item, key, ANSWER_KEY)
         if on_key is not None and not on_key.correct:
@@ -322,14 +326,7 @@ def _selftest_graded(scorer: GradedScorer, items: Iterable[Item]) -> SelftestRep
             value, _ = scorer.metric_result(item, output)
             return float(value)
         except Exception as exc:
-            failures.append(
-                SelftestFailure(
-                    SCORER_ERROR,
-                    item.id,
-                    f"scorer '{name}' raised {type(exc).__name__}: {exc} on item '{item.id}' "
-                    f"({check} check); the item cannot be judged: fix the item or the scorer",
-                )
-            )
+            failures.append(_scorer_raised(name, item, exc, check))
             return None
 
     for item in items:
@@ -337,14 +334,7 @@ def _selftest_graded(scorer: GradedScorer, items: Iterable[Item]) -> SelftestRep
         try:
             key = scorer.key(item)
         except Exception as exc:
-            failures.append(
-                SelftestFailure(
-                    SCORER_ERROR,
-                    item.id,
-                    f"scorer '{name}' key() raised {type(exc).__name__}: {exc} on item "
-                    f"'{item.id}'; the item has no answer key: fix the item or the scorer",
-                )
-            )
+            failures.append(_key_raised(name, item, exc))
             continue
         on_key = grade(item, key, ANSWER_KEY)
         if on_key is not None and on_key < 1.0 - 1e-9:
