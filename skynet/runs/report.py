@@ -151,19 +151,17 @@ def _repeats(evals: list[EvaluationRow], candidate: str | None) -> tuple[ItemRep
     for e in evals:
         if e.candidate_id != candidate or not e.repetitions:
             continue
-        scores = [
-            r["score"] for r in e.repetitions if r.get("error") is None and r["score"] is not None
-        ]
-        shown = e.extra.get("repetition")
+        result = e.result()
+        spread, shown = result.spread, result.shown
         found.append(
             ItemRepeats(
                 item_id=e.item_id,
                 split=e.split,
-                runs=len(e.repetitions),
-                scored=len(scores),
+                runs=len(result.repetitions),
+                scored=sum(r.ok and r.score is not None for r in result.repetitions),
                 mean=e.score,
-                low=min(scores) if scores else None,
-                high=max(scores) if scores else None,
+                low=spread[0] if spread else None,
+                high=spread[1] if spread else None,
                 shown=shown + 1 if isinstance(shown, int) else None,
             )
         )
