@@ -183,11 +183,7 @@ def _reference_metric(project_dir: Path, config: Config, reference_hash: str) ->
     from skynet.scorers import scorer_metric
 
     options = {"cache_dir": project_dir / ".skynet", **config.metric.options}
-    metric = scorer_metric("reference", options)
-    metric.source_hash = hashlib.sha256(
-        f"{metric.source_hash}:{reference_hash}".encode()
-    ).hexdigest()
-    return metric
+    return scorer_metric("reference", options, depends_on=(reference_hash,))
 
 
 def current_metric_hash(project_dir: Path) -> str | None:

@@ -466,11 +466,14 @@ def _reply_as_output(reply: Reply) -> dict[str, Any]:
     }
 
 
-def scorer_metric(name: str, options: Mapping[str, Any] | None = None) -> Any:
+def scorer_metric(
+    name: str, options: Mapping[str, Any] | None = None, *, depends_on: Sequence[str] = ()
+) -> Any:
     """A built-in scorer as a run's metric (a skynet.Metric): `metric.name` in skynet.toml.
 
     The metric's answer key is the scorer's key(item); its source hash names the scorer, its
-    version and its options, so results are marked stale when any of them changes.
+    version, its options and `depends_on` (hashes of what else its grades rest on, e.g. the
+    reference set), so results are marked stale when any of them changes.
     """
     from skynet.contract import Metric
 
@@ -487,7 +490,7 @@ def scorer_metric(name: str, options: Mapping[str, Any] | None = None) -> Any:
             )
             return graded.key(item)
 
-        identity = json.dumps([graded.name, graded.version, graded.config_hash])
+        identity = json.dumps([graded.name, graded.version, graded.config_hash, *depends_on])
         return Metric(
             as_metric(graded),
             name=f"scorer '{graded.name}' v{graded.version}",
@@ -499,7 +502,9 @@ def scorer_metric(name: str, options: Mapping[str, Any] | None = None) -> Any:
         item = Item(id="key", input={}, expected=dict(expected) if expected is not None else None)
         return _reply_as_output(scorer.key(item))
 
-    identity = json.dumps([scorer.name, scorer.version, options], sort_keys=True, default=str)
+    identity = json.dumps(
+        [scorer.name, scorer.version, options, *depends_on], sort_keys=True, default=str
+    )
     return Metric(
         as_metric(scorer),
         name=f"scorer '{scorer.name}' v{scorer.version}",
