@@ -178,6 +178,7 @@ class Models:
         self._lock = threading.Lock()
         self._listeners: list[Callable[[CallRecord], None]] = []
         self._rng = random.Random(0)
+        self._inflight: dict[str, list[Any]] = {}  # key -> [its lock, threads holding or waiting]
         cache_path = self.config.cache_path
         if cache_path is None or str(cache_path) == ":memory:":
             # Still a cache: llm()'s promise (one call, one verdict) must hold in every session.
@@ -261,7 +262,43 @@ class Models:
         if hit is not None:
             lookup_ns = _clock_ns() - looked_up
             return self._finish(role, name, hit, cached=True, lookup_ns=lookup_ns, item_id=item_id)
+        with self._one_call_per_key(key):
+            # A twin request (same key) that was in flight has stored its reply: use it.
+            looked_up = _clock_ns()
+            hit = self.cache.get(key)
+            if hit is not None:
+                lookup_ns = _clock_ns() - looked_up
+                return self._finish(
+                    role, name, hit, cached=True, lookup_ns=lookup_ns, item_id=item_id
+                )
+            return self._call(role, name, messages, params, key, item_id)
 
+    @contextlib.contextmanager
+    def _one_call_per_key(self, key: str) -> Iterator[None]:
+        """Hold the key's lock: identical requests in flight at once make one call, not several
+        (a cache miss in two threads at the same moment would otherwise pay twice)."""
+        with self._lock:
+            entry = self._inflight.setdefault(key, [threading.Lock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._lock:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del self._inflight[key]
+
+    def _call(
+        self,
+        role: str,
+        name: str,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        key: str,
+        item_id: str | None,
+    ) -> Reply:
+        """Call the model (governed, retried), store the reply in the cache, record it."""
         prepared = _clock_ns()
         _prepare(name)  # one-time set-up: not the model's time, so not the item's either
         setup_ns = _clock_ns() - prepared

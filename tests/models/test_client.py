@@ -104,6 +104,28 @@ def test_a_cache_hit_returns_the_first_calls_figures_without_a_request(scripted_
     assert again.elapsed_ms == pytest.approx(first.elapsed_ms)
 
 
+def test_identical_requests_in_flight_at_once_make_one_call(scripted_server):
+    # Two threads miss the cache with the same request at the same moment (GEPA can put one item
+    # twice in a minibatch): one request reaches the server, the other thread reads its reply.
+    scripted_server.responder = lambda body: reply("Paris", latency_s=0.5)
+    models = scripted_server.models()
+    start = threading.Barrier(3)
+    got = []
+
+    def call():
+        start.wait()
+        got.append(models.complete("task", USER))
+
+    threads = [threading.Thread(target=call) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(scripted_server.requests) == 1
+    assert sorted(r.cached for r in got) == [False, True, True]
+    assert {r.text for r in got} == {"Paris"}
+
+
 def test_the_draw_index_and_parameters_are_part_of_the_cache_key(scripted_server, tmp_path):
     models = scripted_server.models(tmp_path)
     models.complete("task", USER)
