@@ -16,6 +16,8 @@ __all__ = [
     "JudgeUnvalidated",
     "NotMeasuring",
     "CandidateFailed",
+    "BudgetExhausted",
+    "SandboxUnavailable",
 ]
 
 
@@ -89,3 +91,45 @@ class CandidateFailed(SkynetError):
     Expected while evolving code: an item error whose text reaches the reflection model, never a
     reason to stop the run.
     """
+
+
+class BudgetExhausted(SkynetError):
+    """A model call was not sent: its worst-case cost would take the run past max_cost_usd.
+
+    Not a fault of the item or the model: the run stops cleanly, keeping its best so far.
+
+    Attributes:
+        limit: the budget key that stopped the call, e.g. "max_cost_usd".
+        role: the role of the refused call ("task", "reflection", "metric").
+        model: the model it was for.
+        max_cost_usd: the limit, in USD.
+        spent_usd: what the run had spent when the call was refused.
+        reserved_usd: what calls in flight held at that moment.
+        needed_usd: the refused call's worst-case cost.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        limit: str = "max_cost_usd",
+        role: str = "",
+        model: str = "",
+        max_cost_usd: float = 0.0,
+        spent_usd: float = 0.0,
+        reserved_usd: float = 0.0,
+        needed_usd: float = 0.0,
+    ) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.role = role
+        self.model = model
+        self.max_cost_usd = max_cost_usd
+        self.spent_usd = spent_usd
+        self.reserved_usd = reserved_usd
+        self.needed_usd = needed_usd
+
+
+class SandboxUnavailable(ConfigError):
+    """Code candidates cannot be isolated here (no bubblewrap, or no namespaces); the message
+    names the fix."""

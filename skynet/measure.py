@@ -94,6 +94,11 @@ class Meter:
         if self._stop_ns is None:
             self._stop_ns = _clock_ns()
 
+    def exclude_ns(self, ns: int) -> None:
+        """Leave `ns` of framework time (a sandbox's start-up and teardown) out of the item's."""
+        with self._lock:
+            self._adjust_ns -= max(0, ns)
+
     def add_call(self, call: CallFigures) -> None:
         with self._lock:
             self._calls += 1

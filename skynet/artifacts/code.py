@@ -1,172 +1,200 @@
 """The code artifact: code.py defines `run(input) -> output`; the engine evolves its source.
 
-Each evaluation runs the candidate in a separate Python process: isolated mode (`python -I`), a
-scratch working directory, an environment with nothing but PATH (no API keys), a time limit, an
-address-space limit (RLIMIT_AS), a process-count limit, and — when Skynet runs as root — the
-unprivileged user `nobody` (the harness drops to it before it reads the candidate), so the
-process-count limit binds and the parent's files stay out of reach. The meter times the child from the parent, so nothing the candidate does moves the figure.
+Each evaluation runs the candidate inside its own bubblewrap sandbox (skynet.sandbox): no project
+file, data, metric, run store, key or network is visible to it, nothing it starts outlives the
+evaluation, and its time, memory, processes, files and output are limited. Its one channel out is
+`skynet_sandbox.complete(...)`, which Skynet serves through its model layer as the task role, so
+agent code can call models while Skynet meters, caches and budgets every call.
 
-A candidate that crashes, hangs, runs out of memory or returns something that is not JSON is an
-item error; the tail of its stderr reaches the reflection model as feedback. The run goes on.
+A candidate that crashes, hangs, runs out of memory, passes a limit or returns something that is
+not JSON is an item error; the tail of its stderr reaches the reflection model as feedback. The
+run goes on.
 """
 
 from __future__ import annotations
 
 import ast
+import contextvars
 import json
-import os
-import resource
-import shutil
 import signal
-import subprocess
-import sys
-import tempfile
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skynet.errors import CandidateFailed, ConfigError
+from skynet import sandbox
+from skynet.errors import CandidateFailed, ConfigError, SkynetError
+from skynet.measure import active_meter
+from skynet.sandbox import Limits, ModelProxy
 
 __all__ = ["CodeArtifact", "CodeFailed", "load_code", "COMPONENT"]
 
 COMPONENT = "code"
-_NOBODY = 65534
-_STDERR_TAIL = 1500
+_STDERR_SHOWN = 1500  # of the tail Skynet keeps, what the error message quotes
 
-# Runs inside the child: load the candidate from code.py, call run(input), write the output.
-_HARNESS = r"""
-import json, os, sys, traceback
-# The standard library a candidate may want, loaded before the privileges go (as nobody the
-# interpreter's own folder may be unreadable).
+# Runs inside the sandbox: set the limits, load the input, say "ready", wait for "go", then load
+# the candidate from code.py, call run(input) and write {"output": ...} on the output pipe.
+_HARNESS = r"""# skynet sandbox harness
+import json, os, resource, sys, traceback
+fd, limits, box = int(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+for name, value in limits.items():
+    soft = value
+    hard = value + 1 if name == "RLIMIT_CPU" else value
+    try:
+        resource.setrlimit(getattr(resource, name), (soft, hard))
+    except (ValueError, OSError):
+        resource.setrlimit(getattr(resource, name), (soft, soft))
+# The standard library a candidate may want, loaded before the clock starts.
 import bisect, collections, dataclasses, datetime, decimal, fractions, functools, heapq
 import itertools, math, operator, random, re, statistics, string, time, typing
-if os.environ.get("SKYNET_DROP_TO"):
-    uid = int(os.environ.pop("SKYNET_DROP_TO"))
-    os.setgroups([])
-    os.setgid(uid)
-    os.setuid(uid)
-source = open("code.py", encoding="utf-8").read()
+sys.path.insert(0, os.path.join(box, "lib"))
+del sys.argv[1:]
+source = open(os.path.join(box, "code.py"), encoding="utf-8").read()
+data = json.loads(open(os.path.join(box, "input.json"), encoding="utf-8").read())
+os.write(fd, b"R")
+if os.read(0, 1) != b"G":
+    os._exit(9)
 namespace = {"__name__": "candidate"}
 try:
     exec(compile(source, "code.py", "exec"), namespace)
 except BaseException:
     traceback.print_exc()
-    sys.exit(3)
+    sys.stderr.flush()
+    os._exit(3)
 run = namespace.get("run")
 if not callable(run):
-    print("code.py defines no run(input) function", file=sys.stderr)
-    sys.exit(4)
-data = json.loads(open("input.json", encoding="utf-8").read())
+    print("code.py defines no run(input) function", file=sys.stderr, flush=True)
+    os._exit(4)
 try:
     result = run(data)
 except BaseException:
     traceback.print_exc()
-    sys.exit(5)
+    sys.stderr.flush()
+    os._exit(5)
 try:
-    text = json.dumps({"output": result})
-except (TypeError, ValueError) as exc:
+    text = json.dumps({"output": result}).encode()
+except (TypeError, ValueError, RecursionError) as exc:
     print(f"run() returned {type(result).__name__}, which is not JSON: {exc}", file=sys.stderr)
-    sys.exit(6)
-open("output.json", "w", encoding="utf-8").write(text)
+    sys.stderr.flush()
+    os._exit(6)
+view = memoryview(text)
+while view:
+    view = view[os.write(fd, view):]
+os.close(fd)
+sys.stderr.flush()
+os._exit(0)
 """
 
 
 class CodeFailed(CandidateFailed):
-    """A candidate failed on one item (crash, time-out, memory, bad output): an item error."""
+    """A candidate failed on one item (crash, time-out, memory, a limit, bad output)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CodeArtifact:
-    """A loaded code.py and the limits each run of a candidate is held to."""
+    """A loaded code.py, the limits each run of a candidate is held to, and its sandbox.
+
+    Attributes:
+        sandbox: "bwrap" (every evaluation in its own bubblewrap sandbox) or "none" (a plain
+            child process: the candidate can read what Skynet's user can; recorded and shown).
+        hidden: host folders that stay invisible to candidates even inside a bound system tree
+            (the project folder, home).
+        max_tokens, temperature: defaults for the candidate's model calls.
+    """
 
     source: str
     path: Path | None = None
-    timeout_s: float = 10.0
-    memory_mb: int = 1024
-    max_processes: int = 64
+    limits: Limits = field(default_factory=Limits)
+    sandbox: str = "bwrap"
+    hidden: tuple[Path, ...] = ()
+    max_tokens: int = 256
+    temperature: float = 0.0
 
     @property
     def components(self) -> dict[str, str]:
         return {COMPONENT: self.source}
 
+    @property
+    def timeout_s(self) -> float:
+        return self.limits.wall_s
+
+    @property
+    def memory_mb(self) -> int:
+        return self.limits.memory_mb
+
     def run(self, candidate: dict[str, str], input: dict[str, Any]) -> Any:
-        """Run `candidate` on one input in a sandboxed child process; return its output.
+        """Run `candidate` on one input in a fresh sandbox; return its output.
+
+        The meter counts the candidate's run only (from "go" to the end of its output), not
+        the sandbox's start-up and teardown.
 
         Raises:
-            CodeFailed: the candidate crashed, hung, ran out of memory, or returned non-JSON.
+            CodeFailed: the candidate crashed, hung, passed a limit, or returned non-JSON.
+            ModelError: a model call the candidate made through skynet_sandbox failed: the
+                model's fault, not the candidate's.
+            SandboxUnavailable: bubblewrap cannot run here (sandbox = "bwrap").
         """
-        scratch = Path(tempfile.mkdtemp(prefix="skynet-code-"))
-        try:
-            (scratch / "code.py").write_text(candidate[COMPONENT], encoding="utf-8")
-            (scratch / "input.json").write_text(json.dumps(input), encoding="utf-8")
-            drop = os.geteuid() == 0
-            if drop:
-                os.chmod(scratch, 0o777)  # noqa: S103 — the child runs as nobody in its own dir
-                for name in ("code.py", "input.json"):
-                    os.chmod(scratch / name, 0o644)
-            env = {"PATH": "/usr/bin:/bin", "HOME": str(scratch), "PYTHONHASHSEED": "0"}
-            if drop:
-                env["SKYNET_DROP_TO"] = str(_NOBODY)
-            proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _HARNESS],
-                cwd=scratch,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                start_new_session=True,  # its own process group: a time-out kills them all
-                preexec_fn=self._limits(),  # noqa: PLW1509 — limits must be set in the child
-            )
-            try:
-                _, err = proc.communicate(timeout=self.timeout_s)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                _, err = proc.communicate()
-                raise CodeFailed(
-                    f"the candidate ran longer than {self.timeout_s:g} s and was killed"
-                    + _tail(err)
-                ) from None
-            finally:
-                _kill_group(proc)  # children it left behind
-            if proc.returncode != 0:
-                raise CodeFailed(_why(proc.returncode, self.memory_mb) + _tail(err))
-            try:
-                return json.loads((scratch / "output.json").read_text(encoding="utf-8"))["output"]
-            except (OSError, ValueError, KeyError):
-                raise CodeFailed("the candidate wrote no output" + _tail(err)) from None
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        proxy = ModelProxy(call=self._model_call(), max_calls=self.limits.max_model_calls)
+        outcome = sandbox.run_python(
+            _HARNESS,
+            {
+                "code.py": candidate[COMPONENT].encode("utf-8", "surrogatepass"),
+                "input.json": json.dumps(input).encode(),
+            },
+            limits=self.limits,
+            mode=self.sandbox,
+            proxy=proxy,
+            hidden=self.hidden,
+        )
+        meter = active_meter()
+        if meter is not None:
+            meter.exclude_ns(outcome.total_ns - outcome.run_ns)
+        for error in proxy.errors:
+            if isinstance(error, SkynetError) and not isinstance(error, CandidateFailed):
+                raise error  # the model (or the budget) failed the candidate, not the reverse
+        tail = _tail(outcome.stderr_tail)
+        if outcome.failure:
+            raise CodeFailed(outcome.failure + tail)
+        if outcome.returncode != 0:
+            raise CodeFailed(_why(outcome.returncode, self.limits, outcome.oom) + tail)
+        output = outcome.output
+        if not outcome.has_output or not isinstance(output, dict) or "output" not in output:
+            raise CodeFailed("the candidate wrote no output" + tail)
+        return output["output"]
 
-    def _limits(self) -> Any:
-        memory = self.memory_mb * 1024 * 1024
-        processes = self.max_processes
+    def _model_call(self) -> Any:
+        """The proxy's call: through skynet.models as the task role, in this item's context
+        (its meter and draw), with the artifact's defaults for max_tokens and temperature."""
+        context = contextvars.copy_context()
+        defaults = {"max_tokens": self.max_tokens, "temperature": self.temperature}
 
-        def apply() -> None:  # runs in the child between fork and exec
-            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-            # Binds once the harness has become nobody (root is exempt from it).
-            resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        def call(messages: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
+            def inside() -> dict[str, Any]:
+                from skynet.evaluation import current_draw
+                from skynet.models import current
 
-        return apply
+                reply = current().complete(
+                    "task", messages, draw=current_draw(), **{**defaults, **params}
+                )
+                return {
+                    "text": reply.text,
+                    "input_tokens": reply.input_tokens,
+                    "output_tokens": reply.output_tokens,
+                    "finish_reason": reply.finish_reason,
+                }
+
+            return context.copy().run(inside)
+
+        return call
 
     def render(self, candidate: dict[str, str]) -> str:
         return candidate[COMPONENT]
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the candidate's process group until nothing is left in it (a fork bomb's children
-    may still be forking when the first signal lands)."""
-    for _ in range(200):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.poll()  # reap the leader: a zombie still counts as a member of the group
-        except (ProcessLookupError, PermissionError):
-            return
-        time.sleep(0.005)
-
-
-def _why(code: int, memory_mb: int) -> str:
+def _why(code: int | None, limits: Limits, oom: bool) -> str:
+    if oom:
+        return f"the candidate went past its memory limit ({limits.memory_mb} MB) and was killed"
+    if code is None:
+        return "the candidate was killed"
     if code == 3:
         return "code.py failed to load (syntax or import error)"
     if code == 4:
@@ -175,28 +203,52 @@ def _why(code: int, memory_mb: int) -> str:
         return "run(input) raised an exception"
     if code == 6:
         return "run(input) returned something that is not JSON"
-    if code < 0:
-        name = signal.Signals(-code).name
-        return f"the candidate was killed by {name}"
+    signum = -code if code < 0 else code - 128 if code > 128 else 0
+    if signum == signal.SIGXCPU or code == 128 + signal.SIGXCPU:
+        return f"the candidate used more than its CPU time ({limits.rlimits()['RLIMIT_CPU'] - 1} s)"
+    if signum == signal.SIGKILL:
+        return (
+            "the candidate was killed by SIGKILL (a limit: CPU time, or memory past "
+            f"{limits.memory_mb} MB)"
+        )
+    if signum > 0:
+        try:
+            return f"the candidate was killed by {signal.Signals(signum).name}"
+        except ValueError:
+            pass
     if code == 1:
-        return f"the candidate failed (exit 1; a MemoryError means it went past {memory_mb} MB)"
+        return (
+            f"the candidate failed (exit 1; a MemoryError means it went past {limits.memory_mb} MB)"
+        )
     return f"the candidate exited with status {code}"
 
 
-def _tail(err: bytes | None) -> str:
-    text = (err or b"").decode("utf-8", errors="replace").strip()
+def _tail(text: str) -> str:
+    text = text.strip()
     if not text:
         return ""
-    if len(text) > _STDERR_TAIL:
-        text = "…" + text[-_STDERR_TAIL:]
+    if len(text) > _STDERR_SHOWN:
+        text = "…" + text[-_STDERR_SHOWN:]
     return f"; stderr:\n{text}"
 
 
-def load_code(path: Path, *, timeout_s: float, memory_mb: int) -> CodeArtifact:
-    """Read code.py (the seed candidate) and check it defines run().
+def load_code(
+    path: Path,
+    *,
+    timeout_s: float = 10.0,
+    memory_mb: int = 1024,
+    limits: Limits | None = None,
+    sandbox_mode: str = "bwrap",
+    hidden: tuple[Path, ...] = (),
+    max_tokens: int = 256,
+    temperature: float = 0.0,
+) -> CodeArtifact:
+    """Read code.py (the seed candidate), check it defines run(), and check that candidates
+    can be sandboxed here.
 
     Raises:
         ConfigError: the file is missing, does not parse, or defines no run function.
+        SandboxUnavailable: sandbox_mode "bwrap" and bubblewrap cannot run here.
     """
     if not path.is_file():
         raise ConfigError(f"{path}: no such code file; set [artifact] path in skynet.toml")
@@ -210,4 +262,13 @@ def load_code(path: Path, *, timeout_s: float, memory_mb: int) -> CodeArtifact:
         for node in tree.body
     ):
         raise ConfigError(f"{path}: defines no run(input) function; the code artifact calls it")
-    return CodeArtifact(source=source, path=path, timeout_s=timeout_s, memory_mb=memory_mb)
+    sandbox.check_available(sandbox_mode)
+    return CodeArtifact(
+        source=source,
+        path=path,
+        limits=limits or Limits(wall_s=timeout_s, memory_mb=memory_mb),
+        sandbox=sandbox_mode,
+        hidden=hidden,
+        max_tokens=max_tokens,
+        temperature=temperature,
+    )

@@ -1,0 +1,839 @@
+"""Isolation of untrusted code: every code-candidate evaluation runs inside bubblewrap.
+
+A candidate is written by a model, so it is treated as an attacker. Each evaluation gets its own
+bubblewrap (`bwrap`) sandbox:
+
+- new PID, network, IPC, UTS and mount namespaces (and a user namespace when Skynet is not root);
+  `--die-with-parent`, `--new-session`, every capability dropped;
+- a filesystem of read-only binds of what the interpreter needs (/usr and the interpreter's own
+  prefix, its site-packages masked), private size-limited tmpfs at /tmp (the working folder) and
+  /dev/shm, everything else read-only,
+  and /skynet: this evaluation's code.py, input.json, the model socket and the client module,
+  read-only. No project file, data, metric, run store, cache, home, other candidate or network
+  (not even loopback to the host);
+- an environment holding only PATH, HOME, LANG and PYTHONHASHSEED;
+- limits: wall time (the parent), CPU time, address space, file size, process count (RLIMIT_*,
+  set by the harness before any candidate code runs), plus a cgroup for the process count and the
+  memory of the whole sandbox when this machine lets Skynet create one (as root, or in a delegated
+  cgroup v2 subtree);
+- nothing outlives it: when the harness ends or time runs out, the PID namespace dies and every
+  process in it with it (setsid, double fork and nohup included).
+
+The parent never opens a path the candidate controls. The harness speaks on two pipes: the
+output channel (one byte "ready", then the JSON of the output) and stderr; the parent reads both
+incrementally, each with a deadline, keeps at most `max_output_bytes` of the one and the last
+`stderr_tail_bytes` of the other, and bounds the output's JSON nesting. A FIFO, a symlink, a sparse
+file or a flood cannot hang or balloon the parent.
+
+One channel out: a model proxy on a Unix socket, served by the parent. The candidate imports
+`skynet_sandbox` (a small stdlib client) and calls `complete(...)`; the parent makes the call
+through skynet.models as the task role (metered into the item's Observation, cached, governed,
+budgeted). No key enters the sandbox.
+
+The time the meter sees is the parent's clock from the moment it lets the harness load the
+candidate ("go") to the end of the output: sandbox start-up and teardown are not the candidate's
+time, and nothing the candidate does before "go" (there is nothing) or after its output counts.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from time import perf_counter_ns as _clock_ns
+from typing import Any
+
+from skynet.errors import ConfigError, SandboxUnavailable
+
+__all__ = [
+    "Limits",
+    "Outcome",
+    "ModelProxy",
+    "MODES",
+    "check_available",
+    "run_python",
+    "bounded_json",
+]
+
+MODES = ("bwrap", "none")
+_CLIENT = Path(__file__).with_name("_sandbox_client.py")
+_INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install "
+    "bubblewrap`; `bash scripts/install.sh` does it when run as root), or set [artifact] "
+    'sandbox = "none" in skynet.toml to run candidates unsandboxed (they can then read your '
+    "data and keys: only for code you trust)"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """What one evaluation may use. Each limit hit is a candidate error naming it.
+
+    Attributes:
+        wall_s: wall time of the candidate's run (from "go" to the end of its output).
+        cpu_s: CPU time per process (RLIMIT_CPU).
+        memory_mb: address space per process (RLIMIT_AS), and the whole sandbox's memory where a
+            cgroup can be made.
+        max_processes: processes in the sandbox (cgroup pids.max, else RLIMIT_NPROC, which binds
+            inside the user namespace of an unprivileged Skynet).
+        max_file_mb: the largest file the candidate may write (RLIMIT_FSIZE).
+        tmpfs_mb: the size of its private /tmp and of its /dev/shm, its only writable folders.
+        max_output_bytes: the largest output (its JSON) the parent reads.
+        max_output_depth: the deepest nesting of lists and dicts the output may hold.
+        stderr_tail_bytes: how much of the end of stderr the parent keeps.
+        startup_s: how long the sandbox may take to start before it counts as broken.
+        max_model_calls: model calls through the proxy per evaluation.
+    """
+
+    wall_s: float = 10.0
+    cpu_s: float | None = None  # None: the wall time, rounded up
+    memory_mb: int = 1024
+    max_processes: int = 64
+    max_file_mb: int = 64
+    tmpfs_mb: int = 64
+    max_output_bytes: int = 1_000_000
+    max_output_depth: int = 64
+    stderr_tail_bytes: int = 8192
+    startup_s: float = 20.0
+    max_model_calls: int = 64
+
+    def rlimits(self) -> dict[str, int]:
+        """The RLIMIT_* values the harness sets on itself before it loads the candidate."""
+        cpu = int(self.cpu_s if self.cpu_s is not None else self.wall_s) + 1
+        return {
+            "RLIMIT_AS": self.memory_mb << 20,
+            "RLIMIT_CPU": cpu,
+            "RLIMIT_FSIZE": self.max_file_mb << 20,
+            "RLIMIT_NPROC": self.max_processes,
+            "RLIMIT_CORE": 0,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """How one sandboxed run ended, as the parent saw it.
+
+    `output` is the parsed JSON the harness sent (None when it sent nothing usable); `failure`
+    names the limit or fault when the run did not end normally ("" when it did); `returncode` is
+    the harness's exit status (negative: killed by that signal; None: killed by Skynet).
+    """
+
+    output: Any = None
+    has_output: bool = False
+    failure: str = ""
+    returncode: int | None = None
+    stderr_tail: str = ""
+    run_ns: int = 0
+    total_ns: int = 0
+    oom: bool = False
+    notes: tuple[str, ...] = ()
+
+
+# -- availability ---------------------------------------------------------------------------
+_probe_lock = threading.Lock()
+_probed: dict[str, str] = {}  # mode -> "" (works) or the reason it does not
+
+
+def check_available(mode: str = "bwrap") -> None:
+    """Make sure candidates can be sandboxed here; probed once per process.
+
+    Raises:
+        ConfigError: an unknown mode.
+        SandboxUnavailable: bwrap is missing or cannot create namespaces (the message names the
+            fix).
+    """
+    if mode not in MODES:
+        raise ConfigError(
+            f"[artifact] sandbox = {mode!r} is not a sandbox; use one of: "
+            + ", ".join(repr(m) for m in MODES)
+        )
+    if mode == "none":
+        return
+    with _probe_lock:
+        if mode not in _probed:
+            _probed[mode] = _probe()
+        why = _probed[mode]
+    if why:
+        raise SandboxUnavailable(
+            f"code candidates run inside bubblewrap, but {why}; {_INSTALL_HINT}"
+        )
+
+
+def _probe() -> str:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "`bwrap` is not on PATH"
+    argv = [*_bwrap_argv(Path("/"), Limits(), probe=True), _interpreter(), "-I", "-S", "-c", "0"]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap could not be started ({exc})"
+    if done.returncode != 0:
+        text = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        return (
+            "bwrap cannot create its namespaces here ("
+            + (text[-1] if text else f"exit {done.returncode}")
+            + "; a container without user namespaces, or kernel.unprivileged_userns_clone = 0)"
+        )
+    return ""
+
+
+# -- the filesystem the sandbox sees -------------------------------------------------------
+def _interpreter() -> str:
+    """The real interpreter (a venv's python is a symlink to its base)."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    return os.path.realpath(base)
+
+
+def _system_binds() -> list[str]:
+    """Read-only binds for the interpreter: /usr (merged-/usr layout) and its own prefix."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        top = Path("/") / name
+        if top.is_symlink():
+            args += ["--symlink", os.readlink(top), str(top)]
+        elif top.is_dir():
+            args += ["--ro-bind", str(top), str(top)]
+    if Path("/etc/ld.so.cache").exists():
+        args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    prefix = os.path.realpath(sys.base_prefix)
+    exe = _interpreter()
+    for root in {prefix, os.path.dirname(os.path.dirname(exe))}:
+        if not _under(root, "/usr"):
+            args += ["--ro-bind", root, root]
+    return args
+
+
+def _bound_roots() -> list[str]:
+    roots = ["/usr", os.path.realpath(sys.base_prefix)]
+    roots.append(os.path.dirname(os.path.dirname(_interpreter())))
+    return roots
+
+
+def _masks(empty: Path, hidden: Sequence[Path]) -> list[str]:
+    """Cover every hidden folder (site-packages, the project, home, the working directory)
+    that falls inside a bound tree with an empty read-only folder."""
+    ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidates = [
+        Path(os.path.realpath(sys.base_prefix)) / "lib" / ver / "site-packages",
+        *hidden,
+    ]
+    args: list[str] = []
+    roots = _bound_roots()
+    for path in candidates:
+        real = os.path.realpath(path)
+        if os.path.isdir(real) and any(_under(real, root) for root in roots):
+            args += ["--ro-bind", str(empty), real]
+    return args
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _bwrap_argv(
+    box: Path, limits: Limits, *, probe: bool = False, hidden: Sequence[Path] = ()
+) -> list[str]:
+    argv = [
+        "bwrap",
+        "--unshare-all",  # user (when possible), ipc, pid, net, uts, cgroup namespaces
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        *_system_binds(),
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        str(limits.tmpfs_mb << 20),
+        "--tmpfs",
+        "/dev/shm",
+        "--size",
+        str(limits.tmpfs_mb << 20),
+        "--tmpfs",
+        "/tmp",
+    ]
+    if not probe:
+        argv += ["--ro-bind", str(box / "in"), "/skynet", *_masks(box / "empty", hidden)]
+    argv += [
+        "--chdir",
+        "/tmp",
+        "--remount-ro",
+        "/dev",
+        "--remount-ro",
+        "/",
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        "/usr/local/bin:/usr/bin:/bin",
+        "--setenv",
+        "HOME",
+        "/tmp",
+        "--setenv",
+        "LANG",
+        "C.UTF-8",
+        "--setenv",
+        "PYTHONHASHSEED",
+        "0",
+        "--",
+    ]
+    return argv
+
+
+# -- the private folders on the host ---------------------------------------------------------
+_root_lock = threading.Lock()
+_root: Path | None = None
+
+
+def _private_root() -> Path:
+    """One 0700 folder per Skynet process under the system temp dir; removed at exit."""
+    global _root
+    with _root_lock:
+        if _root is None or not _root.is_dir():
+            _root = Path(tempfile.mkdtemp(prefix="skynet-sandbox-"))
+            os.chmod(_root, 0o700)
+            atexit.register(shutil.rmtree, _root, True)
+        return _root
+
+
+# -- the model proxy ------------------------------------------------------------------------
+_ALLOWED_PARAMS = ("max_tokens", "temperature", "top_p", "stop", "seed")
+_MAX_REQUEST_BYTES = 4 << 20
+
+
+@dataclass(kw_only=True)
+class ModelProxy:
+    """Serves the candidate's model calls on a Unix socket inside the sandbox.
+
+    `call(messages, params)` makes one call (the caller makes it through skynet.models, in the
+    item's context) and returns a dict with "text", "input_tokens", "output_tokens" and
+    "finish_reason". An exception from it is sent to the candidate as an error and kept in
+    `errors`, so the caller can decide whose fault the item was.
+    """
+
+    call: Callable[[list[dict[str, Any]], dict[str, Any]], dict[str, Any]]
+    max_calls: int = 64
+    calls: int = 0
+    errors: list[BaseException] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def handle(self, line: bytes) -> dict[str, Any]:
+        try:
+            request = json.loads(line)
+        except (ValueError, RecursionError):
+            return {"error": "the request is not JSON"}
+        if not isinstance(request, dict):
+            return {"error": "the request must be a JSON object"}
+        messages = request.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return {"error": "messages must be a non-empty list of {role, content} objects"}
+        for message in messages:
+            if (
+                not isinstance(message, dict)
+                or message.get("role") not in ("system", "user", "assistant")
+                or not isinstance(message.get("content"), str)
+            ):
+                return {
+                    "error": "each message must be {'role': 'system'|'user'|'assistant', "
+                    "'content': str}"
+                }
+        params = {k: request[k] for k in _ALLOWED_PARAMS if request.get(k) is not None}
+        unknown = sorted(set(request) - {"messages", *_ALLOWED_PARAMS})
+        if unknown:
+            return {"error": f"unknown parameter(s) {unknown}; allowed: {list(_ALLOWED_PARAMS)}"}
+        with self._lock:
+            if self.calls >= self.max_calls:
+                return {"error": f"more than {self.max_calls} model calls in one evaluation"}
+            self.calls += 1
+        clean = [{"role": m["role"], "content": m["content"]} for m in messages]
+        try:
+            return self.call(clean, params)
+        except Exception as exc:  # reported to the candidate; the caller decides whose fault
+            with self._lock:
+                self.errors.append(exc)
+            return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+@contextlib.contextmanager
+def _serving(proxy: ModelProxy | None, path: Path) -> Iterator[None]:
+    if proxy is None:
+        yield
+        return
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(8)
+    stop = threading.Event()
+
+    def connection(conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(None)
+            reader = conn.makefile("rb")
+            while not stop.is_set():
+                line = reader.readline(_MAX_REQUEST_BYTES + 1)
+                if not line:
+                    return
+                if len(line) > _MAX_REQUEST_BYTES:
+                    reply: dict[str, Any] = {
+                        "error": f"a request of more than {_MAX_REQUEST_BYTES} bytes"
+                    }
+                    conn.sendall((json.dumps(reply) + "\n").encode())
+                    return
+                reply = proxy.handle(line)
+                try:
+                    conn.sendall((json.dumps(reply, ensure_ascii=True) + "\n").encode())
+                except OSError:
+                    return
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=connection, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        with contextlib.suppress(OSError):
+            server.shutdown(socket.SHUT_RDWR)
+        server.close()
+
+
+# -- cgroups: the whole sandbox's processes and memory --------------------------------------
+class _Cgroup:
+    """A cgroup for one sandbox, v2 or v1, where this process may make one; else None."""
+
+    def __init__(self, dirs: list[Path], version: int) -> None:
+        self.dirs = dirs
+        self.version = version
+
+    @classmethod
+    def make(cls, limits: Limits) -> _Cgroup | None:
+        name = f"skynet-{uuid.uuid4().hex[:12]}"
+        try:
+            mine = Path("/proc/self/cgroup").read_text().splitlines()
+        except OSError:
+            return None
+        paths: dict[str, str] = {}
+        for line in mine:
+            parts = line.split(":", 2)
+            if len(parts) == 3:
+                for ctrl in parts[1].split(","):
+                    paths[ctrl] = parts[2]
+        v1 = {c: Path("/sys/fs/cgroup") / c for c in ("pids", "memory")}
+        if all((v1[c] / "cgroup.procs").exists() for c in v1) and "pids" in paths:
+            made: list[Path] = []
+            try:
+                for ctrl in ("pids", "memory"):
+                    path = v1[ctrl] / paths[ctrl].lstrip("/") / name
+                    path.mkdir()
+                    made.append(path)
+                (made[0] / "pids.max").write_text(str(limits.max_processes))
+                memory = str(limits.memory_mb << 20)
+                (made[1] / "memory.limit_in_bytes").write_text(memory)
+                swap = made[1] / "memory.memsw.limit_in_bytes"
+                if swap.exists():
+                    with contextlib.suppress(OSError):
+                        swap.write_text(memory)
+                return cls(made, 1)
+            except OSError:
+                for path in made:
+                    with contextlib.suppress(OSError):
+                        path.rmdir()
+                return None
+        unified = paths.get("")
+        if unified is not None:
+            for mount in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified")):
+                parent = mount / unified.lstrip("/")
+                if not (parent / "cgroup.subtree_control").exists():
+                    continue
+                path = parent / name
+                try:
+                    path.mkdir()
+                except OSError:
+                    continue
+                try:
+                    controllers = (path / "cgroup.controllers").read_text().split()
+                    if "pids" not in controllers or "memory" not in controllers:
+                        raise OSError("pids/memory controllers not delegated")
+                    (path / "pids.max").write_text(str(limits.max_processes))
+                    (path / "memory.max").write_text(str(limits.memory_mb << 20))
+                    with contextlib.suppress(OSError):
+                        (path / "memory.swap.max").write_text("0")
+                    return cls([path], 2)
+                except OSError:
+                    with contextlib.suppress(OSError):
+                        path.rmdir()
+        return None
+
+    def attach(self, pids: Sequence[int]) -> bool:
+        try:
+            for path in self.dirs:
+                for pid in pids:
+                    (path / "cgroup.procs").write_text(str(pid))
+        except OSError:
+            return False
+        return True
+
+    def oom(self) -> bool:
+        try:
+            if self.version == 2:
+                events = (self.dirs[0] / "memory.events").read_text().split()
+                return int(events[events.index("oom_kill") + 1]) > 0
+            return int((self.dirs[1] / "memory.failcnt").read_text()) > 0
+        except (OSError, ValueError, IndexError):
+            return False
+
+    def kill_and_remove(self) -> None:
+        for _ in range(200):
+            alive = False
+            for path in self.dirs:
+                if self.version == 2 and (path / "cgroup.kill").exists():
+                    with contextlib.suppress(OSError):
+                        (path / "cgroup.kill").write_text("1")
+                try:
+                    pids = [int(p) for p in (path / "cgroup.procs").read_text().split()]
+                except (OSError, ValueError):
+                    pids = []
+                for pid in pids:
+                    alive = True
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+            if not alive:
+                break
+            time.sleep(0.005)
+        for path in self.dirs:
+            for _ in range(100):
+                try:
+                    path.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.01)
+
+
+def _tree(pid: int) -> list[int]:
+    """pid and its descendants, from /proc/PID/task/*/children."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            with contextlib.suppress(OSError, ValueError):
+                todo += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+# -- running one evaluation -----------------------------------------------------------------
+def run_python(
+    harness: str,
+    files: Mapping[str, bytes],
+    *,
+    limits: Limits,
+    mode: str = "bwrap",
+    proxy: ModelProxy | None = None,
+    hidden: Sequence[Path] = (),
+) -> Outcome:
+    """Run the `harness` script in a fresh sandbox with `files` in /skynet; read it bounded.
+
+    The harness is called as `python -I -S -c HARNESS OUT_FD RLIMITS_JSON BOX` (BOX: where
+    `files` are, /skynet in the sandbox; BOX/lib holds the skynet_sandbox client). It must set
+    the RLIMITS, write b"R" to OUT_FD, wait for one byte on stdin, then run the candidate and
+    write its JSON output to OUT_FD. `hidden` lists host folders (the project,
+    home) that must stay invisible even if they lie inside a bound system tree.
+
+    Raises:
+        SandboxUnavailable: mode "bwrap" and bubblewrap cannot run here.
+    """
+    check_available(mode)
+    began = _clock_ns()
+    box = Path(tempfile.mkdtemp(prefix="ev-", dir=_private_root()))
+    cgroup: _Cgroup | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    read_out = write_out = -1
+    try:
+        inside = box / "in"
+        (inside / "lib").mkdir(parents=True)
+        (box / "empty").mkdir()
+        for name, data in files.items():
+            (inside / name).write_bytes(data)
+        shutil.copyfile(_CLIENT, inside / "lib" / "skynet_sandbox.py")
+        read_out, write_out = os.pipe()
+        rlimits = json.dumps(limits.rlimits())
+        if mode == "bwrap":
+            argv = [*_bwrap_argv(box, limits, hidden=hidden), _interpreter()]
+            cwd: Path | None = None
+            where = "/skynet"
+        else:
+            argv = [_interpreter()]
+            cwd = inside
+            where = str(inside)
+        argv += ["-I", "-S", "-c", harness, str(write_out), rlimits, where]
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
+        if mode == "none":
+            env["HOME"] = str(inside)
+        with _serving(proxy, inside / "model.sock"):
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                pass_fds=(write_out,),
+                start_new_session=True,  # its own process group: Skynet kills it whole
+            )
+            os.close(write_out)
+            write_out = -1
+            cgroup = _Cgroup.make(limits) if mode == "bwrap" else None
+            outcome = _watch(proc, read_out, limits, cgroup, 2 if mode == "bwrap" else 0)
+        total = _clock_ns() - began
+        notes = list(outcome.notes)
+        if mode == "bwrap" and cgroup is None:
+            notes.append(
+                "no cgroup could be made here: the sandbox's process count and memory are "
+                "sampled every 20 ms, on top of RLIMIT_NPROC and RLIMIT_AS per process"
+            )
+        return Outcome(
+            output=outcome.output,
+            has_output=outcome.has_output,
+            failure=outcome.failure,
+            returncode=outcome.returncode,
+            stderr_tail=outcome.stderr_tail,
+            run_ns=outcome.run_ns,
+            total_ns=total,
+            oom=outcome.oom,
+            notes=tuple(notes),
+        )
+    finally:
+        if proc is not None:
+            _kill(proc)
+            for stream in (proc.stdin, proc.stderr):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
+        if cgroup is not None:
+            cgroup.kill_and_remove()
+        for fd in (read_out, write_out):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        shutil.rmtree(box, ignore_errors=True)
+
+
+def _watch(
+    proc: subprocess.Popen[bytes],
+    out_fd: int,
+    limits: Limits,
+    cgroup: _Cgroup | None,
+    ours: int,
+) -> Outcome:
+    """Hand the harness "go", read its output and stderr bounded, each with a deadline."""
+    assert proc.stderr is not None and proc.stdin is not None
+    err_fd = proc.stderr.fileno()
+    os.set_blocking(out_fd, False)
+    os.set_blocking(err_fd, False)
+    sel = selectors.DefaultSelector()
+    sel.register(out_fd, selectors.EVENT_READ, "out")
+    sel.register(err_fd, selectors.EVENT_READ, "err")
+    out = bytearray()
+    tail = bytearray()
+    ready = False
+    failure = ""
+    go_ns = end_ns = 0
+    deadline = time.monotonic() + limits.startup_s
+    open_fds = {"out", "err"}
+    # Without a cgroup, the parent samples the sandbox's processes and memory every 20 ms.
+    sample = cgroup is None
+    try:
+        while "out" in open_fds:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                failure = (
+                    f"the candidate ran longer than {limits.wall_s:g} s and was killed"
+                    if ready
+                    else f"the sandbox did not start within {limits.startup_s:g} s"
+                )
+                break
+            if sample and ready:
+                failure = _over(proc.pid, limits, ours)
+                if failure:
+                    break
+            for key, _ in sel.select(timeout=min(left, 0.02 if sample else 1.0)):
+                chunk = _read(key.fd)
+                if chunk is None:
+                    continue
+                if key.data == "err":
+                    if chunk:
+                        tail += chunk
+                        if len(tail) > limits.stderr_tail_bytes:
+                            del tail[: len(tail) - limits.stderr_tail_bytes]
+                    else:
+                        sel.unregister(err_fd)
+                        open_fds.discard("err")
+                    continue
+                if not chunk:
+                    end_ns = _clock_ns()
+                    sel.unregister(out_fd)
+                    open_fds.discard("out")
+                    break
+                if not ready:
+                    if chunk[:1] != b"R":
+                        failure = "the sandbox harness did not start"
+                        break
+                    ready = True
+                    chunk = chunk[1:]
+                    if cgroup is not None and not cgroup.attach(_tree(proc.pid)):
+                        failure = "the sandbox could not be placed in its cgroup"
+                        break
+                    go_ns = _clock_ns()
+                    try:
+                        proc.stdin.write(b"G")
+                        proc.stdin.close()
+                    except OSError:
+                        pass
+                    deadline = time.monotonic() + limits.wall_s
+                out += chunk
+                if len(out) > limits.max_output_bytes:
+                    failure = (
+                        f"the output passed {limits.max_output_bytes:,} bytes "
+                        "([artifact] max_output_bytes) and was not read further"
+                    )
+                    break
+            if failure:
+                break
+        if not failure:
+            # The output is complete; the harness exits now. Give it a moment, not the wall time.
+            try:
+                proc.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        sel.close()
+    if end_ns == 0:
+        end_ns = _clock_ns()
+    _kill(proc)
+    # What stderr still holds (bounded): the traceback of a crash arrives just before the exit.
+    with contextlib.suppress(OSError):
+        for _ in range(64):
+            chunk = _read(err_fd)
+            if not chunk:
+                break
+            tail += chunk
+            if len(tail) > limits.stderr_tail_bytes:
+                del tail[: len(tail) - limits.stderr_tail_bytes]
+    code = proc.returncode
+    oom = cgroup.oom() if cgroup is not None else False
+    parsed, has_output, problem = None, False, ""
+    if not failure and out:
+        parsed, problem = bounded_json(bytes(out), limits.max_output_depth)
+        has_output = not problem
+    text = tail.decode("utf-8", "replace")
+    if len(tail) >= limits.stderr_tail_bytes:
+        text = "…" + text
+    return Outcome(
+        output=parsed,
+        has_output=has_output,
+        failure=failure or problem,
+        returncode=code,
+        stderr_tail=text,
+        run_ns=max(0, end_ns - go_ns) if go_ns else 0,
+        oom=oom,
+    )
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _over(pid: int, limits: Limits, ours: int) -> str:
+    """Why the sandbox rooted at `pid` is over its whole-sandbox limits ("" when it is not);
+    `ours` of its processes are Skynet's (bwrap and the namespace's init)."""
+    pids = _tree(pid)
+    if len(pids) - ours > limits.max_processes:
+        return f"the candidate started more than {limits.max_processes} processes and was killed"
+    resident = 0
+    for each in pids:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            resident += int(Path(f"/proc/{each}/statm").read_text().split()[1]) * _PAGE
+    if resident > limits.memory_mb << 20:
+        return (
+            f"the candidate's processes used more than {limits.memory_mb} MB together "
+            "([artifact] memory_mb) and were killed"
+        )
+    return ""
+
+
+def _read(fd: int) -> bytes | None:
+    """Up to 64 KiB from a non-blocking pipe: b"" at its end, None when nothing is there yet."""
+    try:
+        return os.read(fd, 65536)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
+
+
+def bounded_json(data: bytes, max_depth: int) -> tuple[Any, str]:
+    """Parse JSON text whose nesting is at most `max_depth`; (value, "") or (None, why)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in data:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > max_depth:
+                    return None, f"the output nests deeper than {max_depth} levels"
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    try:
+        return json.loads(data.decode("utf-8")), ""
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None, "the candidate's output was not valid JSON"
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the sandbox's process group (bwrap and its init: the PID namespace dies with its
+    init) and reap it."""
+    for _ in range(100):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            break
+        if proc.poll() is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            break
+        time.sleep(0.002)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
