@@ -8,6 +8,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Code candidates run inside bubblewrap (bwrap), the sandbox Flatpak uses. As root, install it
+# when it is missing; otherwise say how (Skynet itself refuses to run code candidates without it).
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap
+  elif [ "$(id -u)" = "0" ] && command -v dnf >/dev/null 2>&1; then
+    dnf install -y -q bubblewrap
+  else
+    echo "note: bubblewrap (bwrap) is not installed; code candidates need it:" \
+      "sudo apt-get install bubblewrap (Debian/Ubuntu) or sudo dnf install bubblewrap (Fedora)" >&2
+  fi
+fi
+
 if [ -z "${CMAKE_ARGS:-}" ] && [ "$(uname -m)" = "x86_64" ]; then
   export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DLLAVA_BUILD=OFF"
 fi

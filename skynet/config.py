@@ -31,6 +31,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from skynet.errors import ConfigError
+from skynet.side_info import DEFAULT_MAX_SIDE_INFO_CHARS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -216,7 +217,35 @@ class ArtifactConfig(_Section):
         default=10.0, gt=0, description="a number > 0 (code: seconds one run may take)"
     )
     memory_mb: Int = Field(
-        default=1024, ge=64, description="an integer >= 64 (code: the child's address space, MB)"
+        default=1024,
+        ge=64,
+        description="an integer >= 64 (code: memory per process and for the whole sandbox, MB)",
+    )
+    sandbox: Literal["bwrap", "none"] = Field(
+        default="bwrap",
+        description='"bwrap" (code: each evaluation in a bubblewrap sandbox) or "none" '
+        "(unsandboxed: the candidate can read your files and keys; recorded and reported)",
+    )
+    cpu_s: Float | None = Field(
+        default=None, gt=0, description="a number > 0 (code: CPU seconds per process)"
+    )
+    max_processes: Int = Field(
+        default=64, ge=1, description="an integer >= 1 (code: processes in the sandbox)"
+    )
+    max_file_mb: Int = Field(
+        default=64, ge=1, description="an integer >= 1 (code: the largest file written, MB)"
+    )
+    tmpfs_mb: Int = Field(
+        default=64, ge=1, description="an integer >= 1 (code: size of the private /tmp, MB)"
+    )
+    max_output_bytes: Int = Field(
+        default=1_000_000, ge=16, description="an integer >= 16 (code: the largest output read)"
+    )
+    stderr_tail_bytes: Int = Field(
+        default=8192, ge=0, description="an integer >= 0 (code: how much of stderr is kept)"
+    )
+    max_model_calls: Int = Field(
+        default=64, ge=0, description="an integer >= 0 (code: model calls per evaluation)"
     )
     repeat: Int = Field(
         default=1,
@@ -285,10 +314,22 @@ class EngineConfig(_Section):
     auto: Literal["light", "medium", "heavy"] = Field(
         default="light", description='one of "light", "medium" or "heavy"'
     )
+    max_side_info_chars: Int = Field(
+        default=DEFAULT_MAX_SIDE_INFO_CHARS,
+        ge=100,
+        description=(
+            "an integer >= 100 (characters of each value shown to the reflection model, per "
+            "example; longer is cut with a note)"
+        ),
+    )
 
 
 class BudgetConfig(_Section):
-    """[budget]: the run stops cleanly at the first limit reached."""
+    """[budget]: the run stops cleanly at the first limit reached.
+
+    max_cost_usd is kept by reservation: every model call holds its worst-case cost before it
+    is sent, and a call that would pass the limit is not sent (skynet.models.budget).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -48,14 +48,15 @@ import bisect, collections, dataclasses, datetime, decimal, fractions, functools
 import itertools, math, operator, random, re, statistics, string, time, typing
 sys.path.insert(0, os.path.join(box, "lib"))
 del sys.argv[1:]
-source = open(os.path.join(box, "code.py"), encoding="utf-8").read()
+code_path = os.path.join(box, "code.py")  # absolute: tracebacks quote the candidate's lines
+source = open(code_path, encoding="utf-8").read()
 data = json.loads(open(os.path.join(box, "input.json"), encoding="utf-8").read())
 os.write(fd, b"R")
 if os.read(0, 1) != b"G":
     os._exit(9)
 namespace = {"__name__": "candidate"}
 try:
-    exec(compile(source, "code.py", "exec"), namespace)
+    exec(compile(source, code_path, "exec"), namespace)
 except BaseException:
     traceback.print_exc()
     sys.stderr.flush()

@@ -1,20 +1,25 @@
-"""The code artifact's sandbox: each candidate runs in its own limited process, and whatever it
-does wrong is an item error with its stderr tail, never a crash of the run."""
+"""The code artifact: each candidate runs in its own sandbox, whatever it does wrong is an item
+error with its stderr tail (never a crash of the run), and its one channel out, the model proxy,
+is metered by Skynet. The attacks themselves are in tests/test_sandbox.py."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 
 import pytest
 
 from skynet import ConfigError
 from skynet.artifacts.code import CodeArtifact, CodeFailed, load_code
+from skynet.measure import metering
+from skynet.models import using
+from skynet.sandbox import Limits
+from skynet.testing.server import ScriptedServer, reply
 
 
 def run(source: str, input: dict | None = None, **limits):
-    return CodeArtifact(source=source, **limits).run({"code": source}, input or {"n": 3})
+    return CodeArtifact(source=source, limits=Limits(**limits)).run(
+        {"code": source}, input or {"n": 3}
+    )
 
 
 def test_a_candidate_runs_and_returns_its_output():
@@ -26,26 +31,15 @@ def test_a_crash_is_an_item_error_with_the_stderr_tail():
         run("def run(input):\n    raise ValueError('bad input ' + str(input['n']))\n")
     assert "run(input) raised" in str(caught.value)
     assert "ValueError: bad input 3" in str(caught.value)
+    # The traceback quotes the candidate's own line (not a same-named module's).
+    assert "raise ValueError('bad input '" in str(caught.value)
 
 
-def test_an_infinite_loop_is_killed_at_the_time_limit():
-    began = time.monotonic()
-    with pytest.raises(CodeFailed, match="longer than 1 s"):
-        run("def run(input):\n    while True:\n        pass\n", timeout_s=1.0)
-    assert time.monotonic() - began < 10
-
-
-def test_a_4_gb_allocation_is_contained():
-    with pytest.raises(CodeFailed) as caught:
-        run("def run(input):\n    return len(bytearray(4 * 1024 ** 3))\n", memory_mb=256)
-    assert "MemoryError" in str(caught.value)
-
-
-def test_the_parents_environment_is_not_visible(monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-of-the-parent")
-    env = run("import os\ndef run(input):\n    return dict(os.environ)\n")
-    assert "OPENAI_API_KEY" not in env
-    assert "sk-secret-of-the-parent" not in str(env)
+def test_a_syntax_error_and_a_missing_run_are_named():
+    with pytest.raises(CodeFailed, match="failed to load"):
+        run("def run(input:\n")
+    with pytest.raises(CodeFailed, match="defines no run"):
+        run("def solve(input):\n    return 1\n")
 
 
 def test_output_that_is_not_json_is_an_item_error():
@@ -58,18 +52,94 @@ def test_printing_does_not_corrupt_the_output():
     assert run(source) == 7
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the process limit binds per user: shown as root")
-def test_a_fork_bomb_is_contained_and_cleaned_up():
-    bomb = "import os\ndef run(input):\n    while True:\n        try:\n            os.fork()\n        except OSError:\n            pass\n"
-    with pytest.raises(CodeFailed):
-        run(bomb, timeout_s=1.5)
-    deadline, left = time.monotonic() + 15, "?"
-    while time.monotonic() < deadline:  # killed processes take a moment to be reaped
-        left = subprocess.run(["pgrep", "-u", "65534", "-c"], capture_output=True, text=True)
-        if left.stdout.strip() in ("", "0"):
-            break
-        time.sleep(0.2)
-    assert left.stdout.strip() in ("", "0"), f"{left.stdout.strip()} bomb processes survived"
+def test_only_the_tail_of_stderr_is_kept():
+    source = (
+        "import os, sys\ndef run(input):\n    sys.stderr.write('A' * 100000 + 'THE END')\n"
+        "    sys.stderr.flush()\n    os._exit(2)\n"
+    )
+    with pytest.raises(CodeFailed) as caught:
+        run(source, stderr_tail_bytes=4096)
+    assert "exited with status 2" in str(caught.value)
+    assert str(caught.value).endswith("THE END")
+    assert len(str(caught.value)) < 2000
+
+
+def test_the_meter_counts_the_candidate_not_the_sandbox():
+    """The item's time runs from "go" to the end of the output: a candidate that sleeps 300 ms
+    is measured at about 300 ms, however long the sandbox took to start and stop."""
+    source = "import time\ndef run(input):\n    time.sleep(0.3)\n    return 1\n"
+    art = CodeArtifact(source=source)
+    began = time.perf_counter()
+    with metering("i1") as meter:
+        assert art.run({"code": source}, {}) == 1
+    wall_ms = (time.perf_counter() - began) * 1000
+    elapsed = meter.observation().elapsed_ms
+    assert 300 <= elapsed < wall_ms, (elapsed, wall_ms)
+
+
+def test_a_candidate_calls_the_model_through_skynet(tmp_path):
+    """The one channel out: skynet_sandbox.complete() reaches the task model through Skynet's
+    model layer (loopback server), metered into the item, recorded in the task ledger; the
+    candidate never sees a key."""
+    source = (
+        "import os\nfrom skynet_sandbox import complete\n"
+        "def run(input):\n"
+        "    return {'answer': complete('Capital of ' + input['country'] + '?', max_tokens=8),\n"
+        "            'keys': [k for k in os.environ if 'KEY' in k]}\n"
+    )
+    with ScriptedServer() as server:
+        server.script(reply("Paris", prompt_tokens=11, completion_tokens=1))
+        models = server.models(tmp_path)
+        with using(models), metering("i1") as meter:
+            got = CodeArtifact(source=source).run({"code": source}, {"country": "France"})
+        assert got == {"answer": "Paris", "keys": []}
+        assert server.requests[0]["messages"] == [
+            {"role": "user", "content": "Capital of France?"}
+        ]
+        assert server.requests[0]["max_tokens"] == 8
+    obs = meter.observation()
+    assert obs.model_calls == 1 and obs.input_tokens == 11 and obs.output_tokens == 1
+    assert obs.cost_usd == pytest.approx((11 * 1.0 + 1 * 2.0) / 1e6)
+    calls = models.ledgers["task"].calls
+    assert [(c.role, c.item_id) for c in calls] == [("task", "i1")]
+
+
+def test_a_failed_model_call_is_the_models_fault_not_the_candidates(tmp_path):
+    from skynet.errors import ModelError
+    from skynet.testing.server import fail
+
+    source = (
+        "from skynet_sandbox import complete, ModelCallFailed\n"
+        "def run(input):\n"
+        "    try:\n        return complete('hi')\n"
+        "    except ModelCallFailed as exc:\n        return 'swallowed: ' + str(exc)\n"
+    )
+    with ScriptedServer() as server:
+        server.script(fail(400))
+        models = server.models(tmp_path, max_attempts=1)
+        with using(models), metering("i1"), pytest.raises(ModelError):
+            CodeArtifact(source=source).run({"code": source}, {})
+
+
+def test_model_calls_per_evaluation_are_limited(tmp_path):
+    source = (
+        "from skynet_sandbox import complete, ModelCallFailed\n"
+        "def run(input):\n"
+        "    answers = []\n"
+        "    for i in range(5):\n"
+        "        try:\n            answers.append(complete(f'q{i}'))\n"
+        "        except ModelCallFailed as exc:\n            answers.append(str(exc))\n"
+        "    return answers\n"
+    )
+    with ScriptedServer() as server:
+        models = server.models(tmp_path)
+        with using(models), metering("i1"):
+            got = CodeArtifact(source=source, limits=Limits(max_model_calls=2)).run(
+                {"code": source}, {}
+            )
+        assert len(server.requests) == 2
+    assert got[:2] == ["ok", "ok"]
+    assert all("more than 2 model calls" in answer for answer in got[2:])
 
 
 def test_load_code_checks_the_file(tmp_path):
