@@ -302,14 +302,28 @@ _root: Path | None = None
 
 
 def _private_root() -> Path:
-    """One 0700 folder per Skynet process under the system temp dir; removed at exit."""
+    """One 0700 folder per Skynet process under the system temp dir; removed at exit, and by
+    the next Skynet when this one was killed before it could remove it."""
     global _root
     with _root_lock:
         if _root is None or not _root.is_dir():
-            _root = Path(tempfile.mkdtemp(prefix="skynet-sandbox-"))
+            _sweep()
+            _root = Path(tempfile.mkdtemp(prefix=f"skynet-sandbox-{os.getpid()}-"))
             os.chmod(_root, 0o700)
             atexit.register(shutil.rmtree, _root, True)
         return _root
+
+
+def _sweep() -> None:
+    """Remove the private folders of Skynet processes of this user that are gone."""
+    for old in Path(tempfile.gettempdir()).glob("skynet-sandbox-*-*"):
+        try:
+            pid = int(old.name.split("-")[2])
+            if old.stat().st_uid != os.geteuid() or Path(f"/proc/{pid}").exists():
+                continue
+        except (ValueError, IndexError, OSError):
+            continue
+        shutil.rmtree(old, ignore_errors=True)
 
 
 # -- the model proxy ------------------------------------------------------------------------

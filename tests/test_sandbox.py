@@ -210,6 +210,32 @@ def test_no_process_outlives_the_evaluation(runner):
     assert _alive(marker) == []
 
 
+def test_a_killed_skynet_leaves_no_candidate_behind(tmp_path):
+    """Skynet itself SIGKILLed mid-evaluation (a crash, the OOM killer): --die-with-parent takes
+    the sandbox, and everything in its PID namespace, down with it."""
+    marker = f"{int(time.time()) % 100000 + 700000}.{uuid.uuid4().int % 10**6}"
+    script = tmp_path / "skynet_like.py"
+    script.write_text(
+        "from skynet.artifacts.code import CodeArtifact\n"
+        "from skynet.sandbox import Limits\n"
+        f"src = 'import os\\ndef run(input):\\n    os.execv(\"/bin/sleep\", [\"/bin/sleep\", \"{marker}\"])\\n'\n"
+        "CodeArtifact(source=src, limits=Limits(wall_s=300)).run({'code': src}, {})\n"
+    )
+    parent = subprocess.Popen([sys.executable, str(script)])
+    try:
+        deadline = time.monotonic() + 30
+        while not _alive(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _alive(marker), "the candidate never started"
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 5
+    while _alive(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _alive(marker) == []
+
+
 def test_unsandboxed_a_daemon_would_survive(runner):
     """The control: the same candidate, unsandboxed, leaves its daemon running."""
     marker = f"{int(time.time()) % 100000 + 800000}.{uuid.uuid4().int % 10**6}"
@@ -346,6 +372,17 @@ def test_a_fork_bomb_is_contained_and_cleaned_up(runner):
     while _alive("skynet sandbox harness") and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _alive("skynet sandbox harness") == []
+
+
+def test_the_model_channel_works_for_an_unprivileged_skynet(runner):
+    """The proxy's socket is reachable from inside the user namespace (the candidate has no other
+    way out). As Skynet's own user, tests/artifacts/test_code.py runs it against a real model
+    server; here the unprivileged interpreter has no model layer, so the call echoes."""
+    if runner.helper is None:
+        pytest.skip("covered with a real loopback model server in tests/artifacts/test_code.py")
+    source = "from skynet_sandbox import complete\ndef run(input):\n    return complete('hi')\n"
+    got = runner.helper.run(source, {}, echo_model=True)
+    assert got == {"output": "echo: hi"}, got
 
 
 # -- the limits, each a clear candidate error ------------------------------------------------

@@ -35,6 +35,12 @@ from skynet.sandbox import Limits
 job = json.loads(sys.stdin.read())
 art = CodeArtifact(source=job["source"], limits=Limits(**job["limits"]), sandbox=job["mode"],
                    hidden=tuple(__import__("pathlib").Path(p) for p in job["hidden"]))
+if job["echo_model"]:
+    # No model layer for this interpreter (no litellm): the proxy's call echoes the last message.
+    def echo(messages, params):
+        return {"text": "echo: " + messages[-1]["content"], "input_tokens": 1,
+                "output_tokens": 1, "finish_reason": "stop"}
+    CodeArtifact._model_call = lambda self: echo
 try:
     print(json.dumps({"output": art.run({"code": job["source"]}, job["input"])}))
 except CodeFailed as exc:
@@ -73,9 +79,11 @@ class Unprivileged:
         mode: str = "bwrap",
         hidden: tuple[Path, ...] = (),
         env: dict[str, str] | None = None,
+        echo_model: bool = False,
         **limits: Any,
     ) -> dict[str, Any]:
         job = {
+            "echo_model": echo_model,
             "source": source,
             "input": input,
             "limits": limits,
