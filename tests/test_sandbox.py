@@ -434,3 +434,38 @@ def test_without_bwrap_code_refuses_with_the_fix(monkeypatch, tmp_path):
     assert "apt-get install bubblewrap" in message
     assert 'sandbox = "none"' in message
     check_available("none")  # the explicit opt-out still works
+
+
+# -- end to end: the answer-reading candidate cannot beat an honest one ---------------------
+def test_a_candidate_reading_the_answers_gains_nothing_end_to_end(tmp_path, capsys):
+    """`skynet eval` of examples/code_speed with a candidate that returns the answers it reads
+    from the project's data.jsonl: sandboxed it scores like a wrong program; the same candidate
+    unsandboxed scores near 1, and that run's report says "unsandboxed"."""
+    from skynet.cli import main
+
+    project = tmp_path / "p"
+    shutil.copytree(REPO / "examples" / "code_speed", project)
+    cheat = project / "cheat.py"
+    cheat.write_text(
+        "import json\n"
+        "def run(input):\n"
+        f"    for line in open({str(project / 'data.jsonl')!r}):\n"
+        "        row = json.loads(line)\n"
+        "        if row['n'] == input['n']:\n"
+        "            return {'count': row['count']}\n"
+    )
+    honest = project / "code.py"
+
+    def mean(candidate: Path, *extra: str) -> float:
+        capsys.readouterr()
+        assert main(["eval", str(project), "--candidate", str(candidate), *extra]) == 0
+        out = capsys.readouterr().out
+        line = next(x for x in out.splitlines() if " mean score " in x)
+        return float(line.split(" mean score ")[1].split()[0])
+
+    sandboxed = mean(cheat, "--split", "val")
+    honest_score = mean(honest, "--split", "val")
+    unsandboxed = mean(cheat, "--split", "val", "--set", "artifact.sandbox=none")
+    assert sandboxed < honest_score < unsandboxed, (sandboxed, honest_score, unsandboxed)
+    assert main(["-C", str(project), "show"]) == 0
+    assert "unsandboxed" in capsys.readouterr().out
