@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import json
 import os
 import selectors
@@ -60,6 +61,7 @@ from typing import Any
 from skynet.errors import ConfigError, SandboxUnavailable
 
 __all__ = [
+    "describe",
     "Limits",
     "Outcome",
     "ModelProxy",
@@ -130,6 +132,8 @@ class Outcome:
     `output` is the parsed JSON the harness sent (None when it sent nothing usable); `failure`
     names the limit or fault when the run did not end normally ("" when it did); `returncode` is
     the harness's exit status (negative: killed by that signal; None: killed by Skynet).
+    `started` is False when the sandbox itself never became ready (Skynet's fault, or the
+    machine's, never the candidate's: no candidate code had run).
     """
 
     output: Any = None
@@ -140,7 +144,7 @@ class Outcome:
     run_ns: int = 0
     total_ns: int = 0
     oom: bool = False
-    notes: tuple[str, ...] = ()
+    started: bool = True
 
 
 # -- availability ---------------------------------------------------------------------------
@@ -190,6 +194,25 @@ def _probe() -> str:
             + "; a container without user namespaces, or kernel.unprivileged_userns_clone = 0)"
         )
     return ""
+
+
+def describe(mode: str = "bwrap") -> str:
+    """One line on how candidates are isolated here, recorded with each run."""
+    if mode == "none":
+        return "none: unsandboxed child processes"
+    version = ""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        version = subprocess.run(
+            ["bwrap", "--version"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+    cgroup = _Cgroup.make(Limits())
+    if cgroup is not None:
+        cgroup.kill_and_remove()
+        whole = f"whole-sandbox processes and memory held by a cgroup (v{cgroup.version})"
+    else:
+        whole = "no cgroup here: whole-sandbox processes and memory sampled every 20 ms"
+    user = "as root" if os.geteuid() == 0 else "in a user namespace"
+    return f"{version or 'bubblewrap'} {user}; {whole}"
 
 
 # -- the filesystem the sandbox sees -------------------------------------------------------
@@ -622,24 +645,7 @@ def run_python(
             write_out = -1
             cgroup = _Cgroup.make(limits) if mode == "bwrap" else None
             outcome = _watch(proc, read_out, limits, cgroup, 2 if mode == "bwrap" else 0)
-        total = _clock_ns() - began
-        notes = list(outcome.notes)
-        if mode == "bwrap" and cgroup is None:
-            notes.append(
-                "no cgroup could be made here: the sandbox's process count and memory are "
-                "sampled every 20 ms, on top of RLIMIT_NPROC and RLIMIT_AS per process"
-            )
-        return Outcome(
-            output=outcome.output,
-            has_output=outcome.has_output,
-            failure=outcome.failure,
-            returncode=outcome.returncode,
-            stderr_tail=outcome.stderr_tail,
-            run_ns=outcome.run_ns,
-            total_ns=total,
-            oom=outcome.oom,
-            notes=tuple(notes),
-        )
+        return dataclasses.replace(outcome, total_ns=_clock_ns() - began)
     finally:
         if proc is not None:
             _kill(proc)
@@ -711,6 +717,8 @@ def _watch(
                     end_ns = _clock_ns()
                     sel.unregister(out_fd)
                     open_fds.discard("out")
+                    if not ready:
+                        failure = "the sandbox ended before it was ready"
                     break
                 if not ready:
                     if chunk[:1] != b"R":
@@ -774,6 +782,7 @@ def _watch(
         stderr_tail=text,
         run_ns=max(0, end_ns - go_ns) if go_ns else 0,
         oom=oom,
+        started=ready,
     )
 
 

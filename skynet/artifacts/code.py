@@ -26,7 +26,7 @@ from skynet.errors import CandidateFailed, ConfigError, SkynetError
 from skynet.measure import active_meter
 from skynet.sandbox import Limits, ModelProxy
 
-__all__ = ["CodeArtifact", "CodeFailed", "load_code", "COMPONENT"]
+__all__ = ["CodeArtifact", "CodeFailed", "SandboxFailed", "load_code", "COMPONENT"]
 
 COMPONENT = "code"
 _STDERR_SHOWN = 1500  # of the tail Skynet keeps, what the error message quotes
@@ -88,6 +88,11 @@ os._exit(0)
 
 class CodeFailed(CandidateFailed):
     """A candidate failed on one item (crash, time-out, memory, a limit, bad output)."""
+
+
+class SandboxFailed(SkynetError):
+    """The sandbox failed to start for one item before any candidate code ran: a fault of the
+    machine (or of Skynet), recorded as a task error and counted toward the run's abort."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,6 +158,9 @@ class CodeArtifact:
             if isinstance(error, SkynetError) and not isinstance(error, CandidateFailed):
                 raise error  # the model (or the budget) failed the candidate, not the reverse
         tail = _tail(outcome.stderr_tail)
+        if not outcome.started:
+            # No candidate code ran: the sandbox (or the machine) failed, not the candidate.
+            raise SandboxFailed(f"the sandbox could not start: {outcome.failure}{tail}")
         if outcome.failure:
             raise CodeFailed(outcome.failure + tail)
         if outcome.returncode != 0:

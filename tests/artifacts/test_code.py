@@ -152,3 +152,14 @@ def test_load_code_checks_the_file(tmp_path):
         load_code(path, timeout_s=1, memory_mb=256)
     path.write_text("def run(input):\n    return 1\n")
     assert load_code(path, timeout_s=1, memory_mb=256).components == {"code": path.read_text()}
+
+
+def test_a_sandbox_that_cannot_start_is_not_the_candidates_fault(monkeypatch):
+    """No candidate code ran, so it is not a candidate error (which the engine would take as
+    feedback): SandboxFailed, a task error that counts toward the run's abort."""
+    from skynet import sandbox
+    from skynet.artifacts.code import SandboxFailed
+
+    monkeypatch.setattr(sandbox, "_interpreter", lambda: "/nonexistent/python3")
+    with pytest.raises(SandboxFailed, match="could not start"):
+        run("def run(input):\n    return 1\n")
