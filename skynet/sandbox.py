@@ -466,7 +466,7 @@ class _Cgroup:
 
     @classmethod
     def make(cls, limits: Limits) -> _Cgroup | None:
-        name = f"skynet-{uuid.uuid4().hex[:12]}"
+        name = f"skynet-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         try:
             mine = Path("/proc/self/cgroup").read_text().splitlines()
         except OSError:
@@ -483,6 +483,7 @@ class _Cgroup:
             try:
                 for ctrl in ("pids", "memory"):
                     path = v1[ctrl] / paths[ctrl].lstrip("/") / name
+                    _sweep_cgroups(path.parent)
                     path.mkdir()
                     made.append(path)
                 (made[0] / "pids.max").write_text(str(limits.max_processes))
@@ -505,6 +506,7 @@ class _Cgroup:
                 if not (parent / "cgroup.subtree_control").exists():
                     continue
                 path = parent / name
+                _sweep_cgroups(parent)
                 try:
                     path.mkdir()
                 except OSError:
@@ -568,6 +570,16 @@ class _Cgroup:
                     break
                 except OSError:
                     time.sleep(0.01)
+
+
+def _sweep_cgroups(parent: Path) -> None:
+    """Remove the cgroups a killed Skynet left behind (their processes died with the sandbox;
+    an empty cgroup is removed with rmdir). Only those whose Skynet process is gone."""
+    with contextlib.suppress(OSError):
+        for old in parent.glob("skynet-*-*"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                if not Path(f"/proc/{int(old.name.split('-')[1])}").exists():
+                    old.rmdir()
 
 
 def _tree(pid: int) -> list[int]:
