@@ -16,6 +16,7 @@ from typing import Any
 
 from skynet import __version__
 from skynet.errors import ConfigError, ModelError, SkynetError
+from skynet.terminal import printable
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -141,7 +142,7 @@ def _print_dry_run(project: Any) -> int:
     )
     print(f"  total:      {'unknown' if total is None else f'~${total:.4f}'}")
     for note in plan.notes:
-        print(f"  note: {note}")
+        print(f"  note: {printable(note)}")  # a note may quote the seed's error
     return EXIT_OK
 
 
@@ -337,34 +338,104 @@ def cmd_reference(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
-    from skynet.runner import evaluate_candidate, open_project
+def _eval_target(args: argparse.Namespace, project: Any) -> tuple[Any, dict[str, str], str]:
+    """(the run to record into, or None for a new evaluation-only run; the candidate; its label).
 
-    project = open_project(_project_dir(args), _overrides(args))
-    store, run_id = _open_run(args)
-    row = store.get_run(run_id)
-    if args.candidate in ("best", "seed"):
+    `best` is the best candidate of --run, else of the latest run that has one. `seed` and a
+    file are recorded in --run, else in the latest optimization run (so the report's baseline
+    gets its test column), else, on a project with no optimization run, in an evaluation-only
+    run. The project's seed is the run's seed candidate, or the artifact as it is now.
+    """
+    from skynet.runs import EVALUATION, RunStore
+
+    path = project.store_path
+    store = RunStore(path) if path.exists() else None
+    row = None
+    if args.run:
+        if store is None:
+            raise ConfigError(
+                f"{path.parent}: no runs recorded here; leave out --run to record the "
+                "evaluation in a run of its own"
+            )
+        row = store.get_run(args.run)
+    elif store is not None:
+        optimizations = [r for r in store.list_runs() if r.engine != EVALUATION]
+        if args.candidate == "best":
+            row = next((r for r in optimizations if r.best_candidate_id), None)
+        else:
+            row = optimizations[0] if optimizations else None
+    if args.candidate == "best":
+        if row is None:
+            raise ConfigError(
+                "no finished run has a best candidate yet: `skynet run` makes one, or score the "
+                "seed with `skynet eval --candidate seed`"
+            )
+        if not row.best_candidate_id:
+            why = "it is an evaluation" if row.engine == EVALUATION else f"it is {row.status}"
+            raise ConfigError(
+                f"run {row.id} has no best candidate ({why}); name a finished run with --run, "
+                "or score the seed with --candidate seed"
+            )
+    wanted = None
+    if row is not None and args.candidate in ("best", "seed"):
         wanted = row.best_candidate_id if args.candidate == "best" else row.seed_candidate_id
-        found = [c for c in store.candidates(run_id) if c.id == wanted]
+    if row is not None and store is not None and wanted is not None:
+        found = [c for c in store.candidates(row.id) if c.id == wanted]
         if not found:
-            raise ConfigError(f"run {run_id} has no {args.candidate} candidate yet")
-        candidate = dict(found[0].content)
-        label = f"{args.candidate} ({wanted})"
+            raise ConfigError(f"run {row.id} has no {args.candidate} candidate recorded")
+        candidate, label = dict(found[0].content), f"{args.candidate} ({wanted})"
+    elif args.candidate == "seed":
+        candidate, label = dict(project.artifact.components), "seed"
     else:
         given = Path(args.candidate).expanduser()
         if not given.is_absolute() and not given.exists():
             given = project.dir / given  # relative to the project, like the config's paths
-        candidate = _candidate_from_file(project, given)
-        label = args.candidate
-    results = evaluate_candidate(project, candidate, split=args.split, run_id=run_id)
-    scored = [r.score for r in results if r.ok and r.score is not None]
-    errors = sum(not r.ok for r in results)
-    mean = sum(scored) / len(scored) if scored else float("nan")
+        candidate, label = _candidate_from_file(project, given), args.candidate
+    if row is not None and row.dataset_hash != project.dataset.hash:
+        # Its items are not these: the evaluation goes in a run of its own.
+        print(
+            f"run {row.id} was made on other data (dataset hash {row.dataset_hash[:12]} vs "
+            f"{project.dataset.hash[:12]} now): recording in an evaluation-only run",
+            file=sys.stderr,
+        )
+        label = f"{label} of run {row.id}" if args.candidate == "best" else label
+        row = None
+    if store is not None:
+        store.close()
+    return row, candidate, label
+
+
+_ERRORS_SHOWN = 3
+_ERROR_CHARS = 300
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from skynet.runner import evaluate_candidate, evaluation_run, open_project
+
+    project = open_project(_project_dir(args), _overrides(args))
+    row, candidate, label = _eval_target(args, project)
+    run_id = row.id if row is not None else evaluation_run(project)
+    done = evaluate_candidate(project, candidate, split=args.split, run_id=run_id, label=label)
+    mean = done.mean
+    value = "-" if mean.value is None else f"{mean.value:.3f}"
+    notes = f" ({', '.join(mean.notes())})" if mean.notes() else ""
+    where = f"run {run_id}" if row is not None else f"a new evaluation-only run {run_id}"
     print(
-        f"{label} on {args.split}: mean score {mean:.3f} over {len(scored)} item(s)"
-        + (f", {errors} error(s)" if errors else "")
-        + f" · recorded in run {run_id}"
+        f"{label} on {args.split}: mean score {value} over {mean.counted} item(s){notes} · "
+        f"recorded in {where}"
     )
+    errors = [r for r in done.results if not r.ok]
+    for r in errors[:_ERRORS_SHOWN]:
+        # The first line says what failed, the last (of a stderr tail, a traceback) why.
+        # Split on newlines only: a carriage return is the candidate's, and shown escaped.
+        lines = [x for x in (r.error or "").split("\n") if x.strip()] or [""]
+        text = lines[0] if len(lines) == 1 else f"{lines[0]} … {lines[-1].lstrip(' ')}"
+        # A candidate's error quotes its output or stderr: escaped, it cannot drive the terminal.
+        line = printable(text)
+        line = line if len(line) <= _ERROR_CHARS else line[: _ERROR_CHARS - 1] + "…"
+        print(f"  {r.error_kind or 'unknown'} error on item '{printable(r.item_id)}': {line}")
+    if len(errors) > _ERRORS_SHOWN:
+        print(f"  … {len(errors) - _ERRORS_SHOWN} more: skynet show {run_id}")
     return EXIT_OK
 
 
@@ -533,9 +604,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="score a candidate on a split and record it")
     with_dir(p)
     with_models(p)
-    p.add_argument("--candidate", default="best", help="best | seed | a prompt file")
+    p.add_argument(
+        "--candidate",
+        default="best",
+        help="best | seed | a candidate file (prompt.md, code.py, a saved DSPy program)",
+    )
     p.add_argument("--split", default="test", choices=["train", "val", "test"])
-    p.add_argument("--run", help="the run to record into (default: the latest)")
+    p.add_argument(
+        "--run",
+        help="the run to record into (default: for best, the latest run with one; otherwise the "
+        "latest optimization run, or, with none, an evaluation-only run of its own)",
+    )
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("judge", help="validate the LLM judge against blind human labels")
@@ -578,21 +657,23 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
+    # A message may quote a candidate's output or stderr (an abort names the last error):
+    # escaped, it cannot drive the terminal.
     except ModelError as exc:
-        print(f"skynet: model error: {exc}", file=sys.stderr)
+        print(f"skynet: model error: {printable(exc)}", file=sys.stderr)
         return EXIT_FAULT
     except SkynetError as exc:
         first, *rest = str(exc).splitlines() or [""]
-        print(f"skynet: error: {first}", file=sys.stderr)
+        print(f"skynet: error: {printable(first)}", file=sys.stderr)
         for line in rest:
-            print(f"  {line}", file=sys.stderr)
+            print(f"  {printable(line)}", file=sys.stderr)
         return EXIT_USER
     except Exception:
         print(
             "skynet: internal error (a bug in skynet; please report it with this traceback):",
             file=sys.stderr,
         )
-        traceback.print_exc()
+        print(printable(traceback.format_exc(), multiline=True), end="", file=sys.stderr)
         return EXIT_FAULT
 
 

@@ -75,8 +75,13 @@ class Result:
 
     @property
     def spread(self) -> tuple[float, float] | None:
-        """(min, max) of the repetitions' scores; None without repetitions or scores."""
-        scores = [r.score for r in self.repetitions if r.ok and r.score is not None]
+        """(min, max) of the repetitions' scores (a candidate failure scores 0); None without
+        repetitions or scores."""
+        scores = [
+            r.score if r.ok and r.score is not None else 0.0
+            for r in self.repetitions
+            if (r.ok and r.score is not None) or r.error_kind == CANDIDATE_ERROR
+        ]
         return (min(scores), max(scores)) if scores else None
 
     @property
@@ -88,18 +93,21 @@ class Result:
 def aggregate(item_id: str, runs: Sequence[Result]) -> Result:
     """One item's result from its repetitions, each a scored (or failed) run of the artifact.
 
-    The score is the mean of the scored runs' scores and each named score the mean of its
-    values; the output, feedback, extra and observation are the median-quality run's (for an
-    even count, the lower of the two middle runs, and a note says so). A failed run is left out
-    of the means with a note; when every run failed, the result is the first run's error.
+    The score is the mean of the runs' scores and each named score the mean of its values, a
+    run in which the candidate itself failed (CANDIDATE_ERROR) counting as 0 in both; the
+    output, feedback, extra and observation are the median-quality scored run's (for an even
+    count, the lower of the two middle runs, and a note says so). Any other failed run (the
+    metric's or the model's fault) is left out of the means with a note. When no run was scored,
+    the result is the first run's error: a candidate failure, if any run was one.
     `repetitions` keeps every run, so a rescore needs no task call.
     """
     runs = tuple(runs)
     if len(runs) == 1:
         return runs[0]
     scored = [(i, r) for i, r in enumerate(runs) if r.ok and r.score is not None]
+    crashed = [r for r in runs if not r.ok and r.error_kind == CANDIDATE_ERROR]
     if not scored:
-        first = runs[0]
+        first = crashed[0] if crashed else runs[0]
         return dataclasses.replace(
             first,
             repetitions=runs,
@@ -109,10 +117,13 @@ def aggregate(item_id: str, runs: Sequence[Result]) -> Result:
     n = len(ranked)
     middle = (n - 1) // 2  # odd: the median; even: the lower of the two middle runs
     index, shown = ranked[middle]
-    scores = [r.score for _, r in scored if r.score is not None]
+    # A crash is the candidate's worst answer, not a missing one: 0 in every mean.
+    scores = [r.score for _, r in scored if r.score is not None] + [0.0] * len(crashed)
     names = dict.fromkeys(name for _, r in scored for name in r.scores)
     means = {
-        name: statistics.fmean(r.scores[name] for _, r in scored if name in r.scores)
+        name: statistics.fmean(
+            [r.scores[name] for _, r in scored if name in r.scores] + [0.0] * len(crashed)
+        )
         for name in names
     }
     lo, hi = min(scores), max(scores)
@@ -125,7 +136,9 @@ def aggregate(item_id: str, runs: Sequence[Result]) -> Result:
             else f"the output shown is run {index + 1}, the lower of the two middle-quality runs"
         )
     )
-    failed = len(runs) - n
+    if crashed:
+        notes.append(f"{len(crashed)} of {len(runs)} runs failed (the candidate's own): 0 each")
+    failed = len(runs) - n - len(crashed)
     if failed:
         notes.append(f"{failed} of {len(runs)} runs failed: left out of the means")
     return Result(

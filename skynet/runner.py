@@ -27,9 +27,11 @@ from skynet.data import Dataset, Item, load_dataset
 from skynet.engine import Candidate, Engine, EngineContext, get_engine
 from skynet.errors import ConfigError, ContractError, SkynetError
 from skynet.evaluation import CANDIDATE_ERROR, Evaluation, Result, current_draw
+from skynet.mean import Mean, mean_of, mean_of_results
 from skynet.measure import TESTING, Observation, scoring
 from skynet.models import Models, configure
-from skynet.runs import RunStore
+from skynet.runs import EVALUATION, RunStore
+from skynet.terminal import printable
 
 __all__ = [
     "Project",
@@ -40,6 +42,8 @@ __all__ = [
     "self_test",
     "run",
     "evaluate_candidate",
+    "evaluation_run",
+    "EvaluationOutcome",
     "rescore",
     "RescoreOutcome",
     "dry_run",
@@ -304,6 +308,10 @@ class _Progress:
 
 @dataclass(frozen=True, kw_only=True)
 class RunOutcome:
+    """What a finished run returns. seed_val and best_val are mean val scores by the rule of
+    skynet.mean (a candidate's own failure counts as 0, a metric or model fault is left out);
+    None when the candidate was not evaluated on every val item."""
+
     run_id: str
     status: str
     best_candidate: Candidate
@@ -431,7 +439,10 @@ def run(
     """
     stream: IO[str] = out if out is not None else sys.stderr
     cfg = project.config
-    say: Callable[[str], None] = lambda text: print(text, file=stream, flush=True)  # noqa: E731
+    # What is said may quote a candidate or its output: escaped, it cannot drive the terminal.
+    say: Callable[[str], None] = lambda text: print(  # noqa: E731
+        printable(text, multiline=True), file=stream, flush=True
+    )
 
     models, plan, engine, needed = _start(project)
     engine_name, why, budget = plan.name, plan.why, plan.max_metric_calls
@@ -451,6 +462,11 @@ def run(
 
     if resume:
         row = store.get_run(resume)
+        if row.engine == EVALUATION:
+            raise ConfigError(
+                f"run {resume} is an evaluation (skynet eval), not an optimization; "
+                "start one with `skynet run`"
+            )
         if row.dataset_hash != project.dataset.hash:
             raise ConfigError(
                 f"run {resume} was made on other data (dataset hash {row.dataset_hash[:12]} vs "
@@ -491,7 +507,8 @@ def run(
     evaluation = Evaluation(
         project.metric, _task_runner(project, models), repeat=cfg.artifact.repeat
     )
-    val_scores: dict[str, dict[str, float | None]] = {}
+    # Per candidate, per val item: (score, error kind, ok), not the Result (outputs can be big).
+    val_outcomes: dict[str, dict[str, tuple[float | None, str | None, bool]]] = {}
     lock = threading.Lock()
     known: set[str] = set()  # candidates already recorded in this process
     started = _monotonic()
@@ -523,13 +540,13 @@ def run(
             # failing is a broken run. Only the latter counts toward the abort.
             faults += not result.ok and result.error_kind != CANDIDATE_ERROR
             if split_of.get(item.id) == "val":
-                # An error is not a score of 0: the mean is over the items that were scored.
-                scores = val_scores.setdefault(cid, {})
-                scores[item.id] = result.score if result.ok else None
-                scored = [v for v in scores.values() if v is not None]
-                if len(scores) == len(val) and scored:
-                    mean = sum(scored) / len(scored)
-                    if progress.best_val is None or mean > progress.best_val:
+                # A candidate's own failure counts as 0; a metric or model fault is left out
+                # (skynet.mean): crashing on the hard items cannot raise a candidate's mean.
+                seen = val_outcomes.setdefault(cid, {})
+                seen[item.id] = (result.score, result.error_kind, result.ok)
+                if len(seen) == len(val):
+                    mean = mean_of(seen.values()).value
+                    if mean is not None and (progress.best_val is None or mean > progress.best_val):
                         progress.best_val = mean
         progress.tick()
         return result
@@ -643,8 +660,14 @@ def run(
     else:
         best_path.write_text(text, encoding="utf-8")
     store.set_status(run_id, "finished")
-    seed_val = outcome.val_scores[0] if outcome.val_scores else None
-    best_val = outcome.val_scores[ids.index(best_id)] if best_id in ids else None
+
+    def val_mean(cid: str) -> float | None:
+        # The engine's own val scores count every error as 0; the outcome follows skynet.mean.
+        seen = val_outcomes.get(cid, {})
+        return mean_of(seen.values()).value if len(seen) == len(val) else None
+
+    seed_val = val_mean(candidate_id(seed, project.fingerprint))
+    best_val = val_mean(best_id)
     return RunOutcome(
         run_id=run_id,
         status="finished",
@@ -655,36 +678,110 @@ def run(
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class EvaluationOutcome:
+    """One candidate scored on one split, and where it was recorded.
+
+    Attributes:
+        run_id: the run the evaluations are recorded in.
+        candidate_id: the candidate's id in that run.
+        split: the split evaluated.
+        results: one Result per item of the split, in the split's order.
+        mean: the candidate's mean by the rule of skynet.mean: its own failures count as 0,
+            metric and model faults are left out and counted.
+    """
+
+    run_id: str
+    candidate_id: str
+    split: str
+    results: list[Result]
+    mean: Mean
+
+
+def evaluation_run(project: Project) -> str:
+    """Record a new evaluation-only run (engine "eval") for `skynet eval` on a project that has
+    no optimization run to record into. It holds the project's config, dataset and metric
+    hashes like any run, has no best candidate, and cannot be resumed as an optimization.
+
+    Returns:
+        The new run's id.
+    """
+    cfg = project.config
+    with project.open_store() as store:
+        return store.create_run(
+            config=cfg.as_dict(),
+            dataset_hash=project.dataset.hash,
+            metric_hash=project.metric.source_hash,
+            seed=cfg.engine.seed,
+            engine=EVALUATION,
+            budget={},
+            versions=_versions(),
+        )
+
+
 def evaluate_candidate(
     project: Project,
     candidate: Candidate,
     *,
     split: str,
     run_id: str,
-) -> list[Result]:
-    """Score one candidate on a split (e.g. test) and record it in run `run_id`."""
+    label: str = "",
+) -> EvaluationOutcome:
+    """Score one candidate on a split (e.g. test) and record it in run `run_id`.
+
+    Results already recorded in that run for this candidate, item and metric are reused, not
+    made again. In an evaluation-only run (see `evaluation_run`) the candidate is listed under
+    `label` (e.g. "seed", a file name) and the run is marked finished when every item is
+    recorded (stopped on Ctrl-C, failed on any other exception).
+
+    Raises:
+        ConfigError: unknown split or run, or an empty split.
+    """
     items = getattr(project.dataset, split, None)
-    if items is None:
+    if items is None or split not in ("train", "val", "test"):
         raise ConfigError(f"unknown split '{split}'; splits: train, val, test")
     if not items:
         raise ConfigError(f"the {split} split is empty; give it items in skynet.toml [data]")
     models = configure(project.config.models_config(), base_dir=project.dir)
     store = project.open_store()
-    store.get_run(run_id)
+    row = store.get_run(run_id)
+    evaluating_only = row.engine == EVALUATION
     models.subscribe(lambda record: store.record_call(run_id, record))
     evaluation = Evaluation(
         project.metric, _task_runner(project, models), repeat=project.config.artifact.repeat
     )
     cid = candidate_id(candidate, project.fingerprint)
     store.add_candidate(run_id, cid, candidate)
+    if evaluating_only:
+        listed = dict(row.notes.get("evaluated") or {})
+        listed[cid] = label or listed.get(cid) or "candidate"
+        store.set_note(run_id, "evaluated", listed)
+        store.set_status(run_id, "running")
     results = []
-    for item in items:
-        found = store.find_evaluation(run_id, cid, item.id, project.metric.source_hash)
-        if found is None:
-            found = evaluation(candidate, item)
-            store.record_evaluation(run_id, cid, split, found, project.metric.source_hash)
-        results.append(found)
-    return results
+    try:
+        for item in items:
+            found = store.find_evaluation(run_id, cid, item.id, project.metric.source_hash)
+            if found is None:
+                found = evaluation(candidate, item)
+                store.record_evaluation(run_id, cid, split, found, project.metric.source_hash)
+            results.append(found)
+    except KeyboardInterrupt:
+        if evaluating_only:
+            store.set_status(run_id, "stopped", error="interrupted")
+        raise
+    except Exception as exc:
+        if evaluating_only:
+            store.set_status(run_id, "failed", error=f"{type(exc).__name__}: {exc}")
+        raise
+    if evaluating_only:
+        store.set_status(run_id, "finished")
+    return EvaluationOutcome(
+        run_id=run_id,
+        candidate_id=cid,
+        split=split,
+        results=results,
+        mean=mean_of_results(results),
+    )
 
 
 def _no_task(candidate: Candidate, input: dict[str, Any]) -> Any:

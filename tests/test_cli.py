@@ -363,3 +363,197 @@ def test_dry_run_plans_and_prices_without_recording_a_run(tmp_path, scripted_ser
         if "improve an instruction" not in r["messages"][-1]["content"]
     )
     assert max(sent.values()) == 1
+
+
+# --------------------------------------------------------------------------------------------
+# `skynet eval` on a project with no run: an evaluation-only run.
+
+ATTACK = "\x1b[2J\x1b[31mPWNED\r"
+
+
+def test_eval_on_a_fresh_project_records_an_evaluation_only_run(tmp_path, scripted_server, capsys):
+    from skynet.runs import EVALUATION, RunStore
+
+    scripted_server.responder = task_responder
+    project = make_project(tmp_path / "p", scripted_server.url)
+    (project / "better.md").write_text(
+        f"=== instructions ===\n{BETTER}\n=== user ===\nCountry: {{country}}\n"
+    )
+    assert not (project / ".skynet").exists()
+    assert main(["eval", str(project), "--candidate", "better.md", "--split", "val"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("better.md on val: mean score 1.000 over 8 item(s) · recorded in")
+    assert "evaluation-only run" in line
+
+    with RunStore(project / ".skynet" / "runs.db") as store:
+        (run,) = store.list_runs()
+        rows = store.evaluations(run.id)
+    assert (run.engine, run.status, run.best_candidate_id) == (EVALUATION, "finished", None)
+    assert run.id in line and run.dataset_hash and run.finished
+    assert len(rows) == 8 and {r.split for r in rows} == {"val"}
+    assert all(r.score == 1.0 for r in rows)
+    assert run.notes["evaluated"] == {rows[0].candidate_id: "better.md"}
+
+    assert main(["-C", str(project), "show"]) == 0
+    shown = capsys.readouterr().out
+    assert f"Run {run.id}  finished  evaluation only (skynet eval)" in shown
+    row = next(x for x in shown.splitlines() if x.strip().startswith(rows[0].candidate_id))
+    assert "better.md" in row and "1.000" in row
+    assert "baseline" not in shown and "Best candidate against the seed" not in shown
+
+    # The project's seed, by name: a second evaluation-only run, its own line in `skynet runs`.
+    assert main(["eval", str(project), "--candidate", "seed", "--split", "val"]) == 0
+    assert "seed on val: mean score 0.000 over 8 item(s)" in capsys.readouterr().out
+    assert main(["-C", str(project), "runs"]) == 0
+    listed = capsys.readouterr().out.splitlines()[1:]
+    assert len(listed) == 2 and all(" eval " in x for x in listed)
+
+    # It is no optimization: resuming one is refused, and `best` still has nothing to take.
+    assert main(["-C", str(project), "run", "--resume", run.id]) == 2
+    assert "is an evaluation" in one_line_error(capsys)
+    assert main(["eval", str(project), "--candidate", "best"]) == 2
+    assert "no finished run has a best candidate" in one_line_error(capsys)
+
+
+def test_eval_best_with_no_run_is_one_line_naming_the_fix(tmp_path, scripted_server):
+    project = make_project(tmp_path / "p", scripted_server.url)
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run(
+        [sys.executable, "-m", "skynet.cli", "eval", str(project), "--candidate", "best"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "skynet: error: no finished run has a best candidate yet: `skynet run` makes one, or "
+        "score the seed with `skynet eval --candidate seed`"
+    ]
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert not (project / ".skynet" / "runs.db").exists()  # nothing recorded
+    assert scripted_server.request_count == 0
+
+
+def test_eval_after_a_run_records_best_and_seed_in_that_run(tmp_path, scripted_server, capsys):
+    from skynet.runs import RunStore
+
+    scripted_server.responder = task_responder
+    project = make_project(tmp_path / "p", scripted_server.url)
+    assert main(["-C", str(project), "run"]) == 0
+    for candidate in ("best", "seed"):
+        assert main(["-C", str(project), "eval", "--candidate", candidate, "--split", "val"]) == 0
+    out = capsys.readouterr().out
+    with RunStore(project / ".skynet" / "runs.db") as store:
+        (run,) = store.list_runs()  # no evaluation-only run: both went into the run
+    assert f"mean score 1.000 over 8 item(s) · recorded in run {run.id}" in out
+    assert f"seed ({run.seed_candidate_id}) on val: mean score 0.000" in out
+
+
+def make_code_eval_project(root: Path) -> Path:
+    """A code project: run(input) sums 0..n. The metric raises on item n2 (a metric fault)."""
+    root.mkdir(parents=True)
+    with open(root / "data.jsonl", "w") as f:
+        for n in range(12):
+            split = "test" if n < 8 else ("train" if n % 2 else "val")
+            row = {"id": f"n{n}", "n": n, "total": n * (n + 1) // 2, "split": split}
+            f.write(json.dumps(row) + "\n")
+    (root / "code.py").write_text(HONEST)
+    (root / "metric.py").write_text(
+        textwrap.dedent(
+            """
+            def score(input, output, expected=None):
+                if input["n"] == 2:
+                    raise ValueError("no grade for item 2")
+                right = isinstance(output, dict) and output.get("total") == expected["total"]
+                return float(right), {"feedback": "right" if right else "wrong"}
+            """
+        )
+    )
+    (root / "skynet.toml").write_text(
+        textwrap.dedent(
+            """
+            [data]
+            path = "data.jsonl"
+            inputs = ["n"]
+            outputs = ["total"]
+            split_column = "split"
+
+            [artifact]
+            kind = "code"
+            timeout_s = 10
+            """
+        )
+    )
+    return root
+
+
+# Right on every item but the hardest (n = 7).
+HONEST = "def run(input):\n    n = input['n']\n    return {'total': n * (n + 1) // 2 + (n == 7)}\n"
+# Right on the easy items; on the hard ones (n >= 6) it prints an escape sequence and crashes.
+CRASHER = textwrap.dedent(
+    f"""
+    import sys
+
+    def run(input):
+        n = input["n"]
+        if n >= 6:
+            sys.stderr.write({ATTACK!r})
+            raise RuntimeError({ATTACK!r} + " on a hard item")
+        return {{"total": n * (n + 1) // 2}}
+    """
+)
+
+
+def test_eval_counts_a_crash_as_0_and_leaves_a_metric_error_out(tmp_path, capsys):
+    project = make_code_eval_project(tmp_path / "p")
+    (project / "crasher.py").write_text(CRASHER)
+    for name in ("code.py", "crasher.py"):
+        assert main(["eval", str(project), "--candidate", name, "--split", "test"]) == 0
+    out = capsys.readouterr().out
+    # Honest: 6 of the 7 gradable items right; the metric's fault on n2 is left out.
+    assert "code.py on test: mean score 0.857 over 7 item(s) (1 metric error left out)" in out
+    # The crasher's 2 crashes are 0s: 5/7. Left out, they would have made it 1.000, the best.
+    assert (
+        "crasher.py on test: mean score 0.714 over 7 item(s) "
+        "(2 candidate failures as 0, 1 metric error left out)"
+    ) in out
+    assert "metric error on item 'n2'" in out and "no grade for item 2" in out
+    crash_lines = [x for x in out.splitlines() if "candidate error on item 'n6'" in x]
+    assert len(crash_lines) == 1
+    # What the candidate wrote reaches the terminal escaped, never as a control sequence.
+    assert "\\x1b[2J\\x1b[31mPWNED\\r" in crash_lines[0]
+    assert "\x1b" not in out and "\r" not in out
+
+    # `skynet show` counts the same way.
+    assert main(["-C", str(project), "show"]) == 0
+    shown = capsys.readouterr().out
+    assert "0.714 (2 candidate failures as 0, 1 metric error left out)" in shown
+
+
+def test_a_model_output_with_control_characters_is_printed_escaped(
+    tmp_path, scripted_server, capsys
+):
+    def hostile(body):
+        user = body["messages"][-1]["content"]
+        if user.endswith("Japan"):
+            return reply(f"Tokyo {ATTACK}")
+        return task_responder(body)
+
+    scripted_server.responder = hostile
+    project = make_project(tmp_path / "p", scripted_server.url)
+    # A metric that quotes the output in its error, as a parse error would.
+    with open(project / "metric.py", "a") as f:
+        f.write(
+            "\n_score = score\n\n"
+            "def score(input, output, expected=None):\n"
+            "    if 'PWNED' in output:\n"
+            "        raise ValueError(f'cannot parse {output}')\n"
+            "    return _score(input, output, expected)\n"
+        )
+    assert main(["eval", str(project), "--candidate", "seed", "--split", "val"]) == 0
+    captured = capsys.readouterr()
+    assert "1 metric error left out" in captured.out
+    line = next(x for x in captured.out.splitlines() if "metric error on item 'c1'" in x)
+    assert "cannot parse Tokyo \\x1b[2J\\x1b[31mPWNED\\r" in line
+    assert "\x1b" not in captured.out + captured.err and "\r" not in captured.out + captured.err

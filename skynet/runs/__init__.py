@@ -2,6 +2,7 @@
 
 from skynet.runs.report import CandidateSummary, RunSummary, render_html, render_text, summarize
 from skynet.runs.store import (
+    EVALUATION,
     MIGRATIONS,
     RUN_STATUSES,
     CandidateRow,
@@ -13,6 +14,7 @@ from skynet.runs.store import (
 )
 
 __all__ = [
+    "EVALUATION",
     "MIGRATIONS",
     "RUN_STATUSES",
     "CandidateRow",

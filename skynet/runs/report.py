@@ -3,8 +3,10 @@
 `summarize()` computes every figure from the run store; `render_text()` and `render_html()` only
 lay them out. A candidate's score on a split is the mean over its evaluations of the items the run
 evaluated the seed candidate on, and counts only when every one of those items is present: a
-partial minibatch is not a val score. Errors are never scores: they are left out of the mean and
-counted on their own.
+partial minibatch is not a val score. The mean follows skynet.mean: a candidate's own failure
+(crash, time-out, bad output) counts as 0; a metric or model fault is left out of the mean and
+shown beside it ("0.612 (2 metric errors left out)"). Every text a candidate wrote reaches the
+terminal through skynet.terminal.printable: control characters are escaped.
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from skynet.evaluation import CANDIDATE_ERROR
+from skynet.mean import Mean, beside, mean_of
 from skynet.models.ledger import LedgerTotals
-from skynet.runs.store import CandidateRow, EvaluationRow, RunRow, RunStore
+from skynet.runs.store import EVALUATION, CandidateRow, EvaluationRow, RunRow, RunStore
+from skynet.terminal import printable
 
 if TYPE_CHECKING:
     from skynet.scorers.judge import JudgeValidation
@@ -47,14 +52,20 @@ class CandidateSummary:
         parents: ids of the candidates it was derived from.
         seq: first-seen order in the run.
         content: component name → text.
-        val_score: mean val score, or None when its val evaluations are incomplete or all errors.
+        val_score: mean val score (its own failures as 0, metric and model faults left out),
+            or None when its val evaluations are incomplete or none could be counted.
         val_items: val evaluations counted (errors included).
-        val_errors: val evaluations that are errors.
+        val_errors: val evaluations that are errors (of any kind).
+        val_failures: val evaluations in which the candidate itself failed: 0 in the mean.
+        val_left_out: val errors that are not the candidate's, by kind: out of the mean.
         test_score: mean test score, or None (same rule as val).
         test_items: test evaluations counted (errors included).
         test_errors: test evaluations that are errors.
-        objectives: mean of each named score over its val evaluations (when val_score is known).
+        test_failures, test_left_out: as for val.
+        objectives: mean of each named score over its val evaluations (when val_score is known),
+            a failure of the candidate counting as 0.
         val_known_at: seq of its last val evaluation, when val_score is known.
+        label: what `skynet eval` was asked to score (an evaluation-only run): "seed", a file.
     """
 
     id: str
@@ -64,11 +75,16 @@ class CandidateSummary:
     val_score: float | None = None
     val_items: int = 0
     val_errors: int = 0
+    val_failures: int = 0
+    val_left_out: dict[str, int] = field(default_factory=dict)
     test_score: float | None = None
     test_items: int = 0
     test_errors: int = 0
+    test_failures: int = 0
+    test_left_out: dict[str, int] = field(default_factory=dict)
     objectives: dict[str, float] = field(default_factory=dict)
     val_known_at: int | None = None
+    label: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -198,25 +214,45 @@ def _reference(evals: list[EvaluationRow], seed_id: str | None, split: str) -> s
     return seeds if seeds else {e.item_id for e in on_split}
 
 
-def _split_score(
-    rows: list[EvaluationRow], reference: set[str]
-) -> tuple[float | None, int, int, int | None, dict[str, float]]:
-    """(mean score, items counted, errors, seq it became known, objective means)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _SplitScore:
+    """One candidate's figures on one split's reference set."""
+
+    mean: Mean
+    items: int
+    errors: int
+    complete: bool
+    known_at: int | None = None
+    objectives: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def score(self) -> float | None:
+        return self.mean.value if self.complete else None
+
+
+def _split_score(rows: list[EvaluationRow], reference: set[str]) -> _SplitScore:
     counted = [r for r in rows if r.item_id in reference]
     errors = sum(r.error is not None or r.score is None for r in counted)
+    mean = mean_of((r.score, r.error_kind, r.error is None) for r in counted)
     if not reference or {r.item_id for r in counted} != reference:
-        return None, len(counted), errors, None, {}
-    ok = [r for r in counted if r.error is None and r.score is not None]
+        return _SplitScore(mean=mean, items=len(counted), errors=errors, complete=False)
     known_at = max(r.seq for r in counted)
-    if not ok:
-        return None, len(counted), errors, known_at, {}
-    mean = sum(r.score for r in ok if r.score is not None) / len(ok)
+    ok = [r for r in counted if r.error is None and r.score is not None]
+    failures = sum(r.error is not None and r.error_kind == CANDIDATE_ERROR for r in counted)
     names: dict[str, list[float]] = {}
     for r in ok:
         for name, value in r.scores.items():
             names.setdefault(name, []).append(float(value))
-    objectives = {name: sum(values) / len(values) for name, values in names.items()}
-    return mean, len(counted), errors, known_at, objectives
+    # A failure of the candidate is 0 on every named score too, as in its mean.
+    objectives = {name: sum(values) / (len(values) + failures) for name, values in names.items()}
+    return _SplitScore(
+        mean=mean,
+        items=len(counted),
+        errors=errors,
+        complete=True,
+        known_at=known_at,
+        objectives=objectives if mean.value is not None else {},
+    )
 
 
 def _parse_time(text: str | None) -> datetime | None:
@@ -313,9 +349,13 @@ def summarize(
             known.add(e.candidate_id)
             rows.append(CandidateRow(id=e.candidate_id, content={}, parents=[], seq=next_seq))
 
-    seed_id = run.seed_candidate_id or (rows[0].id if rows else None)
+    evaluation_only = run.engine == EVALUATION
+    # An evaluation-only run has no seed to hold others to: each split's items are all it
+    # evaluated there.
+    seed_id = None if evaluation_only else run.seed_candidate_id or (rows[0].id if rows else None)
     val_ref = _reference(evals, seed_id, VAL)
     test_ref = _reference(evals, seed_id, TEST)
+    labels = (run.notes.get("evaluated") or {}) if evaluation_only else {}
 
     by_candidate: dict[str, list[EvaluationRow]] = {}
     for e in evals:
@@ -324,31 +364,36 @@ def summarize(
     candidates: list[CandidateSummary] = []
     for c in rows:
         mine = by_candidate.get(c.id, [])
-        val, val_n, val_err, known_at, objectives = _split_score(
-            [e for e in mine if e.split == VAL], val_ref
-        )
-        test, test_n, test_err, _, _ = _split_score([e for e in mine if e.split == TEST], test_ref)
+        val = _split_score([e for e in mine if e.split == VAL], val_ref)
+        test = _split_score([e for e in mine if e.split == TEST], test_ref)
         candidates.append(
             CandidateSummary(
                 id=c.id,
                 parents=list(c.parents),
                 seq=c.seq,
                 content=dict(c.content),
-                val_score=val,
-                val_items=val_n,
-                val_errors=val_err,
-                test_score=test,
-                test_items=test_n,
-                test_errors=test_err,
-                objectives=objectives,
-                val_known_at=known_at if val is not None else None,
+                val_score=val.score,
+                val_items=val.items,
+                val_errors=val.errors,
+                val_failures=val.mean.failures,
+                val_left_out=dict(val.mean.left_out),
+                test_score=test.score,
+                test_items=test.items,
+                test_errors=test.errors,
+                test_failures=test.mean.failures,
+                test_left_out=dict(test.mean.left_out),
+                objectives=val.objectives,
+                val_known_at=val.known_at if val.score is not None else None,
+                label=str(labels.get(c.id, "")) if isinstance(labels, dict) else "",
             )
         )
     by_id = {c.id: c for c in candidates}
     seed = by_id.get(seed_id) if seed_id else None
 
     best: CandidateSummary | None = None
-    if run.best_candidate_id is not None:
+    if evaluation_only:
+        pass  # nothing was optimized: no best
+    elif run.best_candidate_id is not None:
         best = by_id.get(run.best_candidate_id) or CandidateSummary(id=run.best_candidate_id)
     else:
         scored = [c for c in candidates if c.val_score is not None]
@@ -430,26 +475,30 @@ def _lines(text: str) -> list[str]:
 # Formatting shared by both renderings.
 
 
-def _score(value: float | None, items: int, errors: int, expected: int) -> str:
+def _score(
+    value: float | None, items: int, expected: int, failures: int, left_out: dict[str, int]
+) -> str:
+    """A mean with what stands beside it: "0.612 (2 metric errors left out)"."""
     if value is None and items == 0:
         return "-"
-    parts = [f"{value:.3f}" if value is not None else "-"]
     detail = []
     if items < expected:
         detail.append(f"{items} of {expected} items")
-    if errors:
-        detail.append(f"{errors} error{'s' if errors != 1 else ''}")
-    if detail:
-        parts.append(f"({', '.join(detail)})")
-    return " ".join(parts)
+    detail += beside(failures, left_out)
+    shown = f"{value:.3f}" if value is not None else "-"
+    return f"{shown} ({', '.join(detail)})" if detail else shown
 
 
 def _val(c: CandidateSummary | None, s: RunSummary) -> str:
-    return "-" if c is None else _score(c.val_score, c.val_items, c.val_errors, s.val_items)
+    if c is None:
+        return "-"
+    return _score(c.val_score, c.val_items, s.val_items, c.val_failures, c.val_left_out)
 
 
 def _test(c: CandidateSummary | None, s: RunSummary) -> str:
-    return "-" if c is None else _score(c.test_score, c.test_items, c.test_errors, s.test_items)
+    if c is None:
+        return "-"
+    return _score(c.test_score, c.test_items, s.test_items, c.test_failures, c.test_left_out)
 
 
 def _delta(a: float | None, b: float | None) -> str:
@@ -550,6 +599,43 @@ def _score_rows(s: RunSummary) -> list[list[str]]:
             ]
         )
     return rows
+
+
+def _evaluation_only(s: RunSummary) -> bool:
+    return s.run.engine == EVALUATION
+
+
+_EVALUATED_HEADER = ["candidate", "evaluated", "val", "test"]
+
+
+def _evaluated_rows(s: RunSummary) -> list[list[str]]:
+    """An evaluation-only run's candidates: what `skynet eval` was asked, and the scores."""
+    return [[c.id, c.label or "-", _val(c, s), _test(c, s)] for c in s.candidates]
+
+
+def _scores_title(s: RunSummary) -> str:
+    sizes = f"val: {s.val_items} items, test: {s.test_items} items"
+    if _evaluation_only(s):
+        return f"Scores, evaluation only: nothing was optimized ({sizes})"
+    return f"Scores ({sizes})"
+
+
+UNSANDBOXED = (
+    'unsandboxed: code candidates ran without the sandbox ([artifact] sandbox = "none"); they '
+    "could read the data and the run records, so their scores and times may be faked"
+)
+
+
+def _unsandboxed(s: RunSummary) -> bool:
+    """Whether the run's code candidates ran unsandboxed (shown in every report)."""
+    artifact = s.run.config.get("artifact") or {}
+    return artifact.get("kind") == "code" and artifact.get("sandbox") == "none"
+
+
+def _shown_notes(s: RunSummary) -> list[tuple[str, Any]]:
+    # An evaluation-only run's list of what was evaluated is its score table, not a note.
+    skip = {"evaluated"} if _evaluation_only(s) else set()
+    return [(k, v) for k, v in sorted(s.run.notes.items()) if k not in skip]
 
 
 def _objective_rows(s: RunSummary) -> list[list[str]]:
@@ -672,23 +758,33 @@ def _judge_rows(s: RunSummary) -> list[list[str]]:
 
 
 def render_text(summary: RunSummary) -> str:
-    """The report as plain text for a terminal."""
+    """The report as plain text for a terminal. Candidate texts, outputs and errors are in it,
+    so every control character but newline and tab is escaped (skynet.terminal.printable)."""
     s, run = summary, summary.run
+    engine = (
+        "evaluation only (skynet eval)"
+        if _evaluation_only(s)
+        else f"engine {run.engine}  seed {run.seed}"
+    )
     out = [
-        f"Run {run.id}  {run.status}  engine {run.engine}  seed {run.seed}",
+        f"Run {run.id}  {run.status}  {engine}",
         f"  started {run.created}  finished {run.finished or '-'}  "
         f"wall time {_duration(s.wall_seconds)}",
         f"  dataset {run.dataset_hash[:12]}  metric {s.metric_hash[:12]}",
     ]
     if run.error:
-        out.append(f"  error: {run.error}")
-    for key, value in sorted(run.notes.items()):
+        out.append(f"  error: {printable(run.error)}")
+    if _unsandboxed(s):
+        out.append(f"  {UNSANDBOXED}")
+    for key, value in _shown_notes(s):
         out.append(f"  {key}: {json.dumps(value)}")
     out.append("")
 
-    rows = _score_rows(s)
-    out.append(f"Scores (val: {s.val_items} items, test: {s.test_items} items)")
-    out += _table(["", "candidate", "val", "test"], rows, text_columns=2)
+    out.append(_scores_title(s))
+    if _evaluation_only(s):
+        out += _table(_EVALUATED_HEADER, _evaluated_rows(s), text_columns=2)
+    else:
+        out += _table(["", "candidate", "val", "test"], _score_rows(s), text_columns=2)
     if s.judge or s.judge_note:
         out += [
             "",
@@ -710,13 +806,7 @@ def render_text(summary: RunSummary) -> str:
         out += _table(["objective", "baseline", "best", "change"], objectives)
     out += ["", "Cost and time by role"]
     out += _table(_COST_HEADER, _cost_rows(s))
-    out += [
-        "",
-        f"Metric calls used: {_budget_calls(s)}",
-        f"Evaluation errors: {s.errors}"
-        + (f" ({_counts(s.error_kinds)})" if s.error_kinds else ""),
-        f"Proposals: {_counts(s.proposals)}",
-    ]
+    out += ["", *_facts(s)]
     if s.stale:
         out.append(
             f"Stale: {s.stale} evaluation(s) were scored under another metric; "
@@ -727,6 +817,8 @@ def render_text(summary: RunSummary) -> str:
     if s.repeats:
         out += ["", _repeats_title(s)]
         out += _table(_REPEATS_HEADER, _repeat_rows(s), text_columns=2)
+    if _evaluation_only(s):
+        return printable("\n".join(out) + "\n", multiline=True)
     if s.candidates:
         out += ["", "Candidates"]
         out += _table(_CANDIDATE_HEADER, _candidate_rows(s), text_columns=2)
@@ -735,7 +827,22 @@ def render_text(summary: RunSummary) -> str:
         out.append("  (no change: the best candidate is the seed)")
     for text in s.diff.values():
         out.append(text.rstrip("\n"))
-    return "\n".join(out) + "\n"
+    # Escaped last, as a whole: nothing a candidate wrote reaches the terminal raw.
+    return printable("\n".join(out) + "\n", multiline=True)
+
+
+def _facts(s: RunSummary) -> list[str]:
+    """Evaluations (metric calls against the budget), errors by kind, proposals."""
+    errors = f"Evaluation errors: {s.errors}" + (
+        f" ({_counts(s.error_kinds)})" if s.error_kinds else ""
+    )
+    if _evaluation_only(s):
+        return [f"Evaluations: {sum(c.val_items + c.test_items for c in s.candidates)}", errors]
+    return [
+        f"Metric calls used: {_budget_calls(s)}",
+        errors,
+        f"Proposals: {_counts(s.proposals)}",
+    ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -758,7 +865,9 @@ svg text{font-size:12px;fill:#333}
 
 
 def _h(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    # HTML-escaped, and control characters escaped too: they are not text in a page, and the
+    # file may well be printed to a terminal.
+    return html.escape(printable(value, multiline=True), quote=True)
 
 
 def _html_table(header: list[str], rows: list[list[str]], mono_first: bool = False) -> str:
@@ -881,8 +990,9 @@ def render_html(summary: RunSummary) -> str:
     s, run = summary, summary.run
     meta = [
         f"status <b>{_h(run.status)}</b>",
-        f"engine {_h(run.engine)}",
-        f"seed {_h(run.seed)}",
+        "evaluation only (skynet eval)"
+        if _evaluation_only(s)
+        else f"engine {_h(run.engine)} · seed {_h(run.seed)}",
         f"started {_h(run.created)}",
         f"finished {_h(run.finished or '-')}",
         f"wall time {_h(_duration(s.wall_seconds))}",
@@ -895,13 +1005,20 @@ def render_html(summary: RunSummary) -> str:
     ]
     if run.error:
         body.append(f'<p class="err">error: {_h(run.error)}</p>')
-    if run.notes:
-        notes = [[k, json.dumps(v)] for k, v in sorted(run.notes.items())]
+    if _unsandboxed(s):
+        body.append(f'<p class="err">{_h(UNSANDBOXED)}</p>')
+    notes = [[k, json.dumps(v)] for k, v in _shown_notes(s)]
+    if notes:
         body.append(_html_table(["note", "value"], notes))
 
-    rows = _score_rows(s)
-    body.append(f"<h2>Baseline vs best (val: {s.val_items} items, test: {s.test_items} items)</h2>")
-    body.append(_html_table(["", "candidate", "val", "test"], rows))
+    if _evaluation_only(s):
+        body.append(f"<h2>{_h(_scores_title(s))}</h2>")
+        body.append(_html_table(_EVALUATED_HEADER, _evaluated_rows(s), mono_first=True))
+    else:
+        body.append(
+            f"<h2>Baseline vs best (val: {s.val_items} items, test: {s.test_items} items)</h2>"
+        )
+        body.append(_html_table(["", "candidate", "val", "test"], _score_rows(s)))
     if s.judge or s.judge_note:
         body.append("<h2>Judge accuracy: raw and PPI-corrected</h2>")
         if s.judge:
@@ -913,17 +1030,13 @@ def render_html(summary: RunSummary) -> str:
         body.append("<h2>Objectives (val means)</h2>")
         body.append(_html_table(["objective", "baseline", "best", "change"], objectives))
 
-    body.append("<h2>Best val score against metric calls used</h2>")
-    body.append(_svg_curve(s.curve, s.metric_calls))
+    if not _evaluation_only(s):
+        body.append("<h2>Best val score against metric calls used</h2>")
+        body.append(_svg_curve(s.curve, s.metric_calls))
 
     body.append("<h2>Cost and time by role</h2>")
     body.append(_html_table(_COST_HEADER, _cost_rows(s)))
-    facts = [
-        f"Metric calls used: {_budget_calls(s)}",
-        f"Evaluation errors: {s.errors}"
-        + (f" ({_counts(s.error_kinds)})" if s.error_kinds else ""),
-        f"Proposals: {_counts(s.proposals)}",
-    ]
+    facts = _facts(s)
     if s.stale:
         facts.append(
             f"Stale: {s.stale} evaluation(s) were scored under another metric; "
@@ -932,6 +1045,8 @@ def render_html(summary: RunSummary) -> str:
     if s.outdated:
         facts.append(_outdated(s))
     body.append("<ul>" + "".join(f"<li>{_h(f)}</li>" for f in facts) + "</ul>")
+    if _evaluation_only(s):
+        return _page(run, body)
 
     body.append("<h2>Best candidate against the seed</h2>")
     if not s.diff:
@@ -941,7 +1056,10 @@ def render_html(summary: RunSummary) -> str:
 
     body.append("<h2>Candidates</h2>")
     body.append(_html_table(_CANDIDATE_HEADER, _candidate_rows(s), mono_first=True))
+    return _page(run, body)
 
+
+def _page(run: RunRow, body: list[str]) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>Skynet run {_h(run.id)}</title><style>{_CSS}</style></head>"

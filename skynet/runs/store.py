@@ -31,6 +31,7 @@ from skynet.measure import Observation
 from skynet.models.ledger import ROLES, CallRecord, LedgerTotals
 
 __all__ = [
+    "EVALUATION",
     "MIGRATIONS",
     "RUN_STATUSES",
     "CandidateRow",
@@ -45,6 +46,9 @@ RUNS_DIR = ".skynet"
 RUNS_DB = "runs.db"
 RUNNING = "running"
 RUN_STATUSES = ("running", "finished", "stopped", "aborted", "failed")
+# The engine of a run that only evaluated candidates (`skynet eval` with no optimization run to
+# record into): it has no best candidate and cannot be resumed as an optimization.
+EVALUATION = "eval"
 BUSY_TIMEOUT_MS = 30_000
 _RECENT = 5  # how many run ids an "unknown run" error lists
 
@@ -188,7 +192,7 @@ class RunRow:
         dataset_hash: hash of the dataset the run used.
         metric_hash: hash of the metric source the run started with.
         seed: the engine's random seed.
-        engine: the engine's name.
+        engine: the engine's name; `EVALUATION` ("eval") for a run that only evaluated.
         budget: the budget limits the run started with.
         versions: versions of Skynet and its engines.
         best_candidate_id: the best candidate so far, when the engine has said.

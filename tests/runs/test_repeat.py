@@ -56,7 +56,7 @@ def evaluate_seed(project_dir: Path) -> tuple[list[Result], str]:
             versions={},
         )
     seed = dict(project.artifact.components)
-    return evaluate_candidate(project, seed, split="val", run_id=run_id), run_id
+    return evaluate_candidate(project, seed, split="val", run_id=run_id).results, run_id
 
 
 @pytest.mark.parametrize(
@@ -138,6 +138,23 @@ def test_aggregate_leaves_failed_runs_out_of_the_means():
     every = aggregate("a", [bad, bad])
     assert not every.ok and len(every.repetitions) == 2
     assert any("all 2 runs" in n for n in every.notes)
+
+
+def test_aggregate_counts_a_run_the_candidate_crashed_as_0():
+    ok = Result(item_id="a", output="x", score=0.9, scores={"q": 0.9})
+    crash = Result(item_id="a", error="the candidate failed: exit 5", error_kind="candidate")
+    metric = Result(item_id="a", output="z", error="score() raised", error_kind="metric")
+    r = aggregate("a", [ok, crash, metric])
+    # The crash is 0 in the means (score and named scores); the metric fault is left out.
+    assert r.ok and r.score == pytest.approx(0.45) and r.scores == {"q": pytest.approx(0.45)}
+    assert r.spread == (0.0, 0.9) and r.extra["spread"] == [0.0, 0.9]
+    assert r.output == "x"  # the output shown is a scored run's
+    assert any("1 of 3 runs failed (the candidate's own): 0 each" in n for n in r.notes)
+    assert any("1 of 3 runs failed: left out" in n for n in r.notes)
+    # No run scored: the item is the candidate's failure (a 0 in the candidate's mean), not the
+    # metric's (which would be left out), whichever came first.
+    none_scored = aggregate("a", [metric, crash])
+    assert not none_scored.ok and none_scored.error_kind == "candidate"
 
 
 def test_repeat_must_be_a_positive_integer(tmp_path, scripted_server, capsys):

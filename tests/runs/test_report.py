@@ -8,7 +8,7 @@ import pytest
 
 from skynet import Observation, Result
 from skynet.models.ledger import CallRecord
-from skynet.runs import RunStore, render_html, render_text, runs_db_path, summarize
+from skynet.runs import EVALUATION, RunStore, render_html, render_text, runs_db_path, summarize
 
 SCRIPT = "<script>alert('x')</script>"
 SEED_PROMPT = "Classify the ticket.\nAnswer with one label.\n"
@@ -151,7 +151,7 @@ def test_text_report(store: RunStore):
     baseline = next(line for line in text.splitlines() if line.strip().startswith("baseline"))
     best = next(line for line in text.splitlines() if line.strip().startswith("best "))
     assert "c0" in baseline and "0.500" in baseline
-    assert "c2" in best and "0.667 (1 error)" in best and "1.000" in best
+    assert "c2" in best and "0.667 (1 metric error left out)" in best and "1.000" in best
     assert "+0.167" in text
     assert "Metric calls used: 15 of 20" in text
     assert "$0.0200" in text and "unpriced" in text
@@ -181,3 +181,106 @@ def test_an_empty_run_renders(store: RunStore):
     assert (s.seed, s.best, s.curve, s.metric_calls) == (None, None, [], 0)
     assert "no val score recorded yet" in render_html(s)
     assert f"Run {run_id}  running" in render_text(s)
+
+
+def _scored_run(store: RunStore, outcomes: dict[str, list], *, engine: str = "gepa") -> str:
+    """A run whose candidates have these val outcomes: a number is a score, a string an error
+    of that kind. The first candidate is the seed; none is named best."""
+    run_id = store.create_run(
+        config={}, dataset_hash="d", metric_hash="m1", seed=0, engine=engine, budget={}, versions={}
+    )
+    for n, (cand, rows) in enumerate(outcomes.items()):
+        store.add_candidate(run_id, cand, {"prompt": cand})
+        if n == 0 and engine != EVALUATION:
+            store.set_seed_candidate(run_id, cand)
+        for i, outcome in enumerate(rows):
+            result = (
+                Result(item_id=f"v{i}", score=outcome, scores={"q": outcome})
+                if isinstance(outcome, float)
+                else Result(item_id=f"v{i}", error=f"{outcome} failed", error_kind=outcome)
+            )
+            store.record_evaluation(run_id, cand, "val", result, "m1")
+    return run_id
+
+
+@pytest.mark.parametrize(
+    ("rows", "score", "shown"),
+    [
+        ([1.0, 0.0, 1.0, 1.0], 0.75, "0.750"),
+        ([1.0, 1.0, 1.0, "candidate"], 0.75, "0.750 (1 candidate failure as 0)"),
+        ([1.0, 1.0, 1.0, "metric"], 1.0, "1.000 (1 metric error left out)"),
+        ([1.0, 0.0, "contract", "task"], 0.5, "0.500 (1 contract error left out, 1 task error left out)"),
+        ([1.0, "candidate", "metric", "metric"], 0.5, "0.500 (1 candidate failure as 0, 2 metric errors left out)"),
+        (["candidate"] * 4, 0.0, "0.000 (4 candidate failures as 0)"),
+        (["metric"] * 4, None, "- (4 metric errors left out)"),
+    ],
+)  # fmt: skip
+def test_the_report_counts_a_candidate_failure_as_0_and_leaves_faults_out(
+    store: RunStore, rows, score, shown
+):
+    run_id = _scored_run(store, {"seed": rows})
+    s = summarize(store, run_id)
+    assert s.seed is not None
+    assert s.seed.val_score == (None if score is None else pytest.approx(score))
+    baseline = next(
+        line for line in render_text(s).splitlines() if line.strip().startswith("baseline")
+    )
+    val_cell = baseline.split(None, 2)[2].rstrip().removesuffix("-").strip()  # then test: -
+    assert val_cell == shown
+    if score is not None and score > 0:
+        # The named scores follow the same rule: a failure of the candidate is 0 there too.
+        assert s.seed.objectives["q"] == pytest.approx(score)
+
+
+def test_a_candidate_that_crashes_on_the_hard_items_is_not_the_best(store: RunStore):
+    # Both answer the 6 easy items. The honest one gets 1 of the 2 hard items right; the other
+    # crashes on both. Left out, the crashes would make it 1.000 and the best.
+    honest = [1.0] * 6 + [1.0, 0.0]
+    crasher = [1.0] * 6 + ["candidate", "candidate"]
+    s = summarize(store, _scored_run(store, {"honest": honest, "crasher": crasher}))
+    scores = {c.id: c.val_score for c in s.candidates}
+    assert scores == {"honest": pytest.approx(7 / 8), "crasher": pytest.approx(6 / 8)}
+    assert s.best is not None and s.best.id == "honest"
+    assert s.curve == [(8, pytest.approx(7 / 8)), (16, pytest.approx(7 / 8))]
+
+
+ATTACK = "\x1b[2J\x1b[31mPWNED\r"
+
+
+def test_candidate_text_and_errors_are_escaped_in_the_text_report(store: RunStore):
+    run_id = make_run(store)
+    store.add_candidate(run_id, "c9", {"prompt": f"Classify.\n{ATTACK}\n"}, parents=["c0"])
+    store.set_best(run_id, "c9")
+    store.set_status(run_id, "aborted", error=f"the last: the candidate failed: {ATTACK}")
+    text = render_text(summarize(store, run_id))
+    assert "\x1b" not in text and "\r" not in text
+    assert "+\\x1b[2J\\x1b[31mPWNED\\r" in text  # the diff line, escaped
+    assert "error: the last: the candidate failed: \\x1b[2J\\x1b[31mPWNED\\r" in text
+    page = render_html(summarize(store, run_id))
+    assert "\x1b" not in page and "\\x1b[2J\\x1b[31mPWNED\\r" in page
+
+
+def test_an_evaluation_only_run_reads_as_one(store: RunStore):
+    run_id = _scored_run(
+        store,
+        {"a1": [1.0, 1.0, "candidate", "metric"], "b2": [1.0, 0.0, 0.0, 0.0]},
+        engine=EVALUATION,
+    )
+    store.set_note(run_id, "evaluated", {"a1": "seed", "b2": "better.md"})
+    store.set_status(run_id, "finished")
+    s = summarize(store, run_id)
+    assert (s.seed, s.best) == (None, None)  # nothing was optimized
+    assert {c.id: c.val_score for c in s.candidates} == {
+        "a1": pytest.approx(2 / 3),
+        "b2": pytest.approx(0.25),
+    }
+    text = render_text(s)
+    assert f"Run {run_id}  finished  evaluation only (skynet eval)" in text
+    assert "nothing was optimized" in text
+    row = next(line for line in text.splitlines() if line.strip().startswith("a1"))
+    assert "seed" in row and "0.667 (1 candidate failure as 0, 1 metric error left out)" in row
+    assert "better.md" in text and "Evaluations: 8" in text
+    for absent in ("baseline", "Best candidate against the seed", "Proposals", "evaluated:"):
+        assert absent not in text
+    page = render_html(s)
+    assert "evaluation only" in page and "<svg" not in page and "better.md" in page

@@ -1,0 +1,104 @@
+"""An optimization run's own figures (the progress line's best val, RunOutcome.seed_val and
+best_val) count a candidate's crash as 0 and leave a metric fault out, as the report does."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from skynet.runner import open_project, run
+from skynet.runs import summarize
+from skynet.testing import reply
+
+# Right on every item, but: a float for n = 1 (which the metric cannot grade: a metric fault)
+# and a crash on n > 6 (the candidate's own failure).
+SEED = textwrap.dedent(
+    """
+    def run(input):
+        n = input["n"]
+        if n > 6:
+            raise RuntimeError("too big")
+        if n == 1:
+            return 1.0
+        return n * (n + 1) // 2
+    """
+)
+
+
+def make_project(root: Path, server_url: str) -> Path:
+    root.mkdir()
+    with open(root / "data.jsonl", "w") as f:
+        for n in range(12):
+            row = {
+                "id": f"n{n}",
+                "n": n,
+                "total": n * (n + 1) // 2,
+                "split": "val" if n % 2 else "train",
+            }
+            f.write(json.dumps(row) + "\n")
+    (root / "code.py").write_text(SEED)
+    (root / "metric.py").write_text(
+        textwrap.dedent(
+            """
+            def score(input, output, expected=None):
+                if isinstance(output, float):
+                    raise ValueError("cannot grade a float")
+                right = output == expected["total"]
+                return float(right), {"feedback": "right" if right else "wrong"}
+            """
+        )
+    )
+    (root / "skynet.toml").write_text(
+        textwrap.dedent(
+            f"""
+            [data]
+            path = "data.jsonl"
+            inputs = ["n"]
+            outputs = ["total"]
+            split_column = "split"
+
+            [artifact]
+            kind = "code"
+            timeout_s = 10
+
+            [engine]
+            name = "gepa"
+
+            [budget]
+            max_metric_calls = 12
+
+            [models]
+            reflection = "openai/skynet-test"
+
+            [models.endpoints."openai/skynet-test"]
+            api_base = "{server_url}"
+            """
+        )
+    )
+    return root
+
+
+def test_the_runs_val_mean_counts_a_crash_as_0_and_leaves_a_metric_fault_out(
+    tmp_path, scripted_server
+):
+    # Reflection proposes the seed again: no other candidate reaches val, so the seed's mean is
+    # the best val the run shows.
+    scripted_server.responder = lambda body: reply(f"```python\n{SEED}```")
+    project = open_project(make_project(tmp_path / "p", scripted_server.url))
+    stream = io.StringIO()
+    outcome = run(project, out=stream)
+    # Val items n1 (metric fault), n3, n5 (right), n7, n9, n11 (crashes): 2 of 5 counted.
+    # Left out, the crashes would make it 1.000; GEPA's own count (every error 0) is 0.333.
+    assert outcome.seed_val == pytest.approx(2 / 5)
+    assert outcome.best_val == pytest.approx(2 / 5)
+    shown = re.findall(r"best val (\S+)", stream.getvalue())
+    assert shown and shown[-1] == "0.400"
+    with project.open_store() as store:
+        summary = summarize(store, outcome.run_id)
+    assert summary.seed is not None and summary.seed.val_score == pytest.approx(2 / 5)
+    assert (summary.seed.val_failures, summary.seed.val_left_out) == (3, {"metric": 1})
