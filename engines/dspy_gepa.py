@@ -6,6 +6,11 @@ turns score(input, output, expected) into dspy.GEPA's (gold, pred, trace, pred_n
 → dspy.Prediction(score, feedback). dspy.GEPA asks the metric a second time for feedback: that
 call is served from the first result for the same (candidate, item, output), so the metric and
 any judge run once and the score never changes between the two calls.
+
+The feedback (and an error's text) is cut to ctx.max_side_info_chars per example, with a note
+(skynet.side_info), before dspy.GEPA puts it in a reflection prompt. A call the money budget
+refuses inside the program or the metric is one dspy.GEPA scores as a failure (nothing is
+recorded); its stop callback then ends the run, which takes its best from the records.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any, cast
 
 from skynet.data import Item
 from skynet.engine import Candidate, EngineContext, EngineOutcome
+from skynet.side_info import cut_text
 
 __all__ = ["DspyGepaEngine"]
 
@@ -47,6 +53,7 @@ class DspyGepaEngine:
         if program_artifact is None or ctx.models is None or ctx.score_output is None:
             raise TypeError("the dspy-gepa engine needs a DSPy program artifact")
         score_output = ctx.score_output
+        limit = ctx.max_side_info_chars
         inputs = list(ctx.val[0].input) if ctx.val else list(ctx.train[0].input)
 
         class Metered(dspy.Module):
@@ -82,14 +89,17 @@ class DspyGepaEngine:
                 candidate, item, output_of(pred), getattr(pred, "_skynet_observation", None)
             )
             if not result.ok:
-                return dspy.Prediction(score=0.0, feedback=f"This example failed: {result.error}")
+                return dspy.Prediction(
+                    score=0.0, feedback=cut_text(f"This example failed: {result.error}", limit)
+                )
+            feedback = cut_text(result.feedback or "", limit)
             if result.scores:  # named scores feed dspy.GEPA's objective frontier
                 return dspy.Prediction(
                     score=float(result.score or 0.0),
-                    feedback=result.feedback,
+                    feedback=feedback,
                     objective_scores=dict(result.scores),
                 )
-            return dspy.Prediction(score=float(result.score or 0.0), feedback=result.feedback)
+            return dspy.Prediction(score=float(result.score or 0.0), feedback=feedback)
 
         items = {item.id: item for item in (*ctx.train, *ctx.val)}
 

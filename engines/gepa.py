@@ -12,6 +12,12 @@ A reflection call that fails (after the model layer's retries) is recorded as "f
 three failures in a row the run stops and the error is raised, instead of spending the budget on
 evaluations that can never lead anywhere.
 
+What the reflection model reads is bounded: every side-info value (input, output, feedback,
+error, named scores, the metric's other keys) is cut to ctx.max_side_info_chars per example, with
+a note (skynet.side_info). A call the money budget refuses stops the run: an evaluation it refused
+is handed to GEPA as a failed example (never recorded; GEPA stops at its next check, and the run
+takes its best from the records), a refused reflection keeps the parent.
+
 GEPA's own log lines go to ctx.engine_log (the run folder's gepa.log), not to the terminal.
 """
 
@@ -22,7 +28,8 @@ from typing import Any
 
 from skynet.data import Item
 from skynet.engine import Candidate, EngineContext, EngineOutcome
-from skynet.errors import ModelError
+from skynet.errors import BudgetExhausted, ModelError
+from skynet.side_info import cut_side_info
 
 __all__ = ["GepaEngine", "REFLECTION_TEMPLATE", "CODE_REFLECTION_TEMPLATE", "reflection_template"]
 
@@ -103,6 +110,9 @@ class _Reflector:
         for draw in range(_DRAWS):
             try:
                 reply = self.ctx.reflect(text, draw)
+            except BudgetExhausted as exc:
+                self.ctx.record_proposal(status="failed", detail=f"draw {draw}: {exc}")
+                return f"```\n{current}\n```"  # the run stops at GEPA's next check
             except ModelError as exc:
                 self.ctx.record_proposal(status="failed", detail=f"draw {draw}: {exc}")
                 self.failures_in_a_row += 1
@@ -193,20 +203,27 @@ class GepaEngine:
             optimize_anything,
         )
 
+        limit = ctx.max_side_info_chars
+
         def evaluator(candidate: Candidate, example: Item) -> tuple[float, dict[str, Any]]:
-            result = ctx.evaluate(dict(candidate), example)
             side: dict[str, Any] = {"Input": example.input, "Expected": example.expected}
+            try:
+                result = ctx.evaluate(dict(candidate), example)
+            except BudgetExhausted as exc:
+                # Not evaluated, not recorded; GEPA's next stop check ends the run.
+                side["Error"] = f"not evaluated: {exc}"
+                return 0.0, cut_side_info(side, limit)
             if result.ok:
                 side["Output"] = result.output
                 side["Feedback"] = result.feedback
                 if result.scores:
                     side["scores"] = dict(result.scores)
                 side.update({k: v for k, v in result.extra.items() if k not in side})
-                return float(result.score or 0.0), side
+                return float(result.score or 0.0), cut_side_info(side, limit)
             # An error is not a wrong answer; GEPA needs a number, the records keep the error.
             side["Error"] = result.error
             side["Feedback"] = f"This example failed with an error: {result.error}"
-            return 0.0, side
+            return 0.0, cut_side_info(side, limit)
 
         reflector = _Reflector(ctx)
         config = GEPAConfig(

@@ -14,6 +14,7 @@ from skynet.contract import (
 )
 from skynet.data import Item
 from skynet.errors import (
+    BudgetExhausted,
     CandidateFailed,
     ConfigError,
     ContractError,
@@ -32,6 +33,7 @@ from skynet.reward import RewardSpec, reward, validate_spec
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "BudgetExhausted",
     "CandidateFailed",
     "CheckFailure",
     "CheckReport",

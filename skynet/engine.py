@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from skynet.data import Item
 from skynet.errors import ConfigError
 from skynet.evaluation import Result
+from skynet.side_info import DEFAULT_MAX_SIDE_INFO_CHARS
 
 __all__ = ["EngineContext", "EngineOutcome", "Engine", "ENGINES", "get_engine"]
 
@@ -47,6 +48,13 @@ class EngineContext:
         models: the run's model session (for engines that call models through other clients).
         score_output: scores an output the engine produced itself, with its Observation; records
             and replays like `evaluate` (the same (candidate, item, output) is scored once).
+        max_side_info_chars: each value shown to the reflection model (an output, feedback, an
+            error) is cut to this many characters per example, with a note
+            (skynet.side_info.cut_side_info).
+
+    `evaluate`, `score_output` and `reflect` raise BudgetExhausted when a model call they need
+    was refused by the money budget: no result exists for it. From then on `should_stop` is
+    True; an engine may stop at once or at its next check.
     """
 
     seed_candidate: Candidate
@@ -70,6 +78,7 @@ class EngineContext:
     program: Any = None
     models: Any = None
     score_output: Callable[[Candidate, Item, Any, Any], Result] | None = None
+    max_side_info_chars: int = DEFAULT_MAX_SIDE_INFO_CHARS
 
 
 @dataclass(frozen=True, kw_only=True)

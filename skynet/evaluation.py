@@ -17,8 +17,9 @@ from typing import Any
 
 from skynet.contract import Metric
 from skynet.data import Item
-from skynet.errors import CandidateFailed, ContractError, MetricError, ModelError
+from skynet.errors import BudgetExhausted, CandidateFailed, ContractError, MetricError, ModelError
 from skynet.measure import Observation, metering, scoring
+from skynet.models import budget
 
 __all__ = [
     "Result",
@@ -197,10 +198,21 @@ class Evaluation:
             _DRAW.reset(token)
 
     def _run_and_score(self, candidate: Any, item: Item) -> Result:
+        # A refused model call means no result: it is raised, never recorded as the item's
+        # error or score, even when the artifact or the metric caught it and went on.
+        with budget.refusals() as refused:
+            result = self._run_and_score_once(candidate, item)
+        if refused:
+            raise refused[0]
+        return result
+
+    def _run_and_score_once(self, candidate: Any, item: Item) -> Result:
         with metering(item.id) as meter:
             try:
                 output = self.run(candidate, item.input)
                 failure: BaseException | None = None
+            except BudgetExhausted:
+                raise
             except Exception as exc:  # the artifact's fault, recorded and survived
                 output, failure = None, exc
         obs = meter.observation()
@@ -226,11 +238,12 @@ class Evaluation:
         Observation). observation() inside the metric returns a copy of `obs`."""
         # The metric gets its own copy: whatever it does to it, the record keeps the original.
         handed = dataclasses.replace(obs) if obs is not None else _UNRECORDED
-        with scoring(handed):
+        failed: Result | None = None
+        with budget.refusals() as refused, scoring(handed):
             try:
                 verdict = self.metric(item.input, output, item.expected, item_id=item.id)
             except MetricError as exc:
-                return Result(
+                failed = Result(
                     item_id=item.id,
                     output=output,
                     observation=obs,
@@ -239,13 +252,19 @@ class Evaluation:
                     traceback=exc.traceback,
                 )
             except ContractError as exc:
-                return Result(
+                failed = Result(
                     item_id=item.id,
                     output=output,
                     observation=obs,
                     error=str(exc),
                     error_kind=CONTRACT_ERROR,
                 )
+        if refused:
+            # A judge call was refused (raised through the metric, or caught by it): neither an
+            # error of the metric nor a verdict, so nothing is recorded for the item.
+            raise refused[0]
+        if failed is not None:
+            return failed
         return Result(
             item_id=item.id,
             output=output,

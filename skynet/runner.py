@@ -7,6 +7,7 @@ nothing recorded is paid for twice and the engine reaches the same state it was 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sys
@@ -24,8 +25,8 @@ from skynet.artifacts.prompt import PromptArtifact, load_prompt, render_prompt
 from skynet.config import Config, load_config
 from skynet.contract import CheckReport, Metric, check_metric, load_metric
 from skynet.data import Dataset, Item, load_dataset
-from skynet.engine import Candidate, Engine, EngineContext, get_engine
-from skynet.errors import ConfigError, ContractError, SkynetError
+from skynet.engine import Candidate, Engine, EngineContext, EngineOutcome, get_engine
+from skynet.errors import BudgetExhausted, ConfigError, ContractError, SkynetError
 from skynet.evaluation import CANDIDATE_ERROR, Evaluation, Result, current_draw
 from skynet.mean import Mean, mean_of, mean_of_results
 from skynet.measure import TESTING, Observation, scoring
@@ -265,7 +266,8 @@ def _versions() -> dict[str, str]:
 
 @dataclass
 class _Progress:
-    """The live progress line: metric calls used / budget, best val score, cost by role."""
+    """The live progress line: metric calls used / budget, best val score, cost by role (an
+    unknown cost shows as "unpriced", as in the report), and the money budget when there is one."""
 
     budget: int | None
     models: Models
@@ -281,9 +283,12 @@ class _Progress:
         budget = f"/{self.budget}" if self.budget else ""
         best = "—" if self.best_val is None else f"{self.best_val:.3f}"
         cost = " ".join(
-            f"{role} ${self.models.ledgers[role].totals().cost_usd:.4f}"
+            f"{role} {self.models.ledgers[role].totals().cost_text}"
             for role in ("task", "reflection", "metric")
         )
+        money = self.models.budget
+        if money.max_cost_usd is not None:
+            cost += f" (${money.spent_usd:.4f} of ${money.max_cost_usd:g})"
         extra = f" · {self.replayed} replayed" if self.replayed else ""
         errors = f" · {self.errors} errors" if self.errors else ""
         return f"metric calls {self.calls}{budget} · best val {best} · cost {cost}{extra}{errors}"
@@ -318,6 +323,7 @@ class RunOutcome:
     best_path: Path | None
     seed_val: float | None
     best_val: float | None
+    stopped_by: str = ""  # the limit that stopped the run ("" when the engine ran its course)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -395,10 +401,20 @@ def _start(project: Project) -> tuple[Models, _EnginePlan, Engine, int]:
     """What a run and a dry run both do before spending: the model session, the metric's
     self-test, the engine plan, and the smallest budget that lets the engine propose once.
 
+    Under a money budget ([budget] max_cost_usd) every call of the session reserves its worst
+    case against it, and a role whose model has no known price is refused before any call.
+
     Raises:
         ContractError: the metric failed its self-test.
+        ConfigError: a money budget with a role whose model has no known price.
     """
-    models = configure(project.config.models_config(), base_dir=project.dir)
+    models = configure(
+        dataclasses.replace(
+            project.config.models_config(), max_cost_usd=project.config.budget.max_cost_usd
+        ),
+        base_dir=project.dir,
+    )
+    models.check_budget_prices()  # before the self-test: a judge metric calls models
     report = self_test(project)
     if not report.ok:
         raise ContractError(report.summary(), check=report.failures[0].check)
@@ -478,6 +494,8 @@ def run(
             )
         run_id = row.id
         store.set_status(run_id, "running")
+        # The money budget is the run's: what its recorded calls cost counts against it.
+        models.budget.add_spent(sum(t.cost_usd for t in store.cost_by_role(run_id).values()))
         say(f"resuming run {run_id}: recorded evaluations and model calls are replayed, not paid")
     else:
         run_id = store.create_run(
@@ -596,14 +614,24 @@ def run(
         )
         return reply.text
 
+    stopped_by = ""  # the limit that stopped the run, said once at the end
+
     def should_stop() -> bool:
+        nonlocal stopped_by
         budget = cfg.budget
         if budget.max_minutes is not None and (_monotonic() - started) / 60 >= budget.max_minutes:
+            stopped_by = stopped_by or f"max_minutes = {budget.max_minutes:g} reached"
             return True
-        if budget.max_cost_usd is not None:
-            spent = sum(models.ledgers[r].totals().cost_usd for r in models.ledgers)
-            if spent >= budget.max_cost_usd:
-                return True
+        money = models.budget
+        refused = money.refusal
+        if refused is not None:
+            stopped_by = stopped_by or str(refused).split(". Raise", 1)[0]
+            return True
+        if money.max_cost_usd is not None and money.spent_usd >= money.max_cost_usd:
+            stopped_by = stopped_by or (
+                f"budget max_cost_usd = ${money.max_cost_usd:g} spent (${money.spent_usd:.4f})"
+            )
+            return True
         return False
 
     ctx = EngineContext(
@@ -628,9 +656,14 @@ def run(
         program=_as_program(project) if engine_name == "dspy-gepa" else None,
         models=models,
         score_output=score_output,
+        max_side_info_chars=cfg.engine.max_side_info_chars,
     )
+    outcome: EngineOutcome | None
     try:
         outcome = engine.optimize(ctx)
+    except BudgetExhausted:
+        # A refused call stopped the engine mid-step: the records hold the run so far.
+        outcome = None
     except KeyboardInterrupt:
         progress.done()
         store.set_status(run_id, "stopped", error="interrupted")
@@ -646,11 +679,31 @@ def run(
         raise
     progress.done()
 
-    ids = [candidate_id(c, project.fingerprint) for c in outcome.candidates]
-    for index, candidate in enumerate(outcome.candidates):
-        parents = [ids[p] for p in outcome.parents[index] if p is not None]
-        store.add_candidate(run_id, ids[index], candidate, parents)
-    best = dict(outcome.best_candidate)
+    def val_mean(cid: str) -> float | None:
+        # The engine's own val scores count every error as 0; the outcome follows skynet.mean.
+        seen = val_outcomes.get(cid, {})
+        return mean_of(seen.values()).value if len(seen) == len(val) else None
+
+    if outcome is not None:
+        ids = [candidate_id(c, project.fingerprint) for c in outcome.candidates]
+        for index, candidate in enumerate(outcome.candidates):
+            parents = [ids[p] for p in outcome.parents[index] if p is not None]
+            store.add_candidate(run_id, ids[index], candidate, parents)
+    if models.budget.refusal is not None:
+        should_stop()  # names the refusal as what stopped the run
+        # Stopped mid-step: the engine's own scores may hold items it never got to evaluate.
+        # The best is the best mean over the candidates whose every val item is recorded.
+        best = _best_recorded(
+            store, run_id, seed, candidate_id(seed, project.fingerprint), val_mean
+        )
+    else:
+        assert outcome is not None
+        best = dict(outcome.best_candidate)
+    if not stopped_by and budget is not None and progress.calls >= budget:
+        stopped_by = f"max_metric_calls = {budget} reached"
+    if stopped_by:
+        store.set_note(run_id, "stopped_by", stopped_by)
+        say(f"stopped: {stopped_by}; the best so far is kept")
     best_id = candidate_id(best, project.fingerprint)
     store.set_best(run_id, best_id)
     name, text = project.render(best)
@@ -660,12 +713,6 @@ def run(
     else:
         best_path.write_text(text, encoding="utf-8")
     store.set_status(run_id, "finished")
-
-    def val_mean(cid: str) -> float | None:
-        # The engine's own val scores count every error as 0; the outcome follows skynet.mean.
-        seen = val_outcomes.get(cid, {})
-        return mean_of(seen.values()).value if len(seen) == len(val) else None
-
     seed_val = val_mean(candidate_id(seed, project.fingerprint))
     best_val = val_mean(best_id)
     return RunOutcome(
@@ -675,7 +722,25 @@ def run(
         best_path=best_path,
         seed_val=seed_val,
         best_val=best_val,
+        stopped_by=stopped_by,
     )
+
+
+def _best_recorded(
+    store: RunStore,
+    run_id: str,
+    seed: Candidate,
+    seed_id: str,
+    val_mean: Callable[[str], float | None],
+) -> Candidate:
+    """The recorded candidate with the best val mean (ties: the earliest); the seed when none
+    has every val item recorded."""
+    best, best_mean = dict(seed), val_mean(seed_id)
+    for row in store.candidates(run_id):
+        mean = val_mean(row.id)
+        if mean is not None and (best_mean is None or mean > best_mean):
+            best, best_mean = dict(row.content), mean
+    return best
 
 
 @dataclass(frozen=True, kw_only=True)

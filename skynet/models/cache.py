@@ -28,7 +28,8 @@ def cache_key(model: str, messages: Any, params: dict[str, Any], draw: int) -> s
         ensure_ascii=False,
         default=str,
     )
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    # surrogatepass: a lone surrogate (odd model text fed back in) still makes a key.
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def open_cache_db(
@@ -77,6 +78,17 @@ class CachedCall:
     elapsed_ns: int
 
 
+def _reply_json(reply: dict[str, Any]) -> str:
+    """The reply as JSON text SQLite can store: a lone surrogate (which UTF-8 cannot encode) is
+    written as its \\u escape, which json.loads reads back as the same character."""
+    text = json.dumps(reply, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(reply, ensure_ascii=True)
+    return text
+
+
 class CallCache:
     """SQLite-backed call cache; safe to share between threads.
 
@@ -123,7 +135,7 @@ class CallCache:
                 (
                     key,
                     model,
-                    json.dumps(call.reply, ensure_ascii=False),
+                    _reply_json(call.reply),
                     call.input_tokens,
                     call.output_tokens,
                     call.cost_usd,

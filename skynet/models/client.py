@@ -1,18 +1,25 @@
-"""Every model call, for every role, goes through Models.complete().
+"""Every model call, for every role, goes through Models.complete() (embeddings: Models.embed()).
 
-The path: cache lookup → governor slot → litellm call with retries (exponential backoff with
-jitter on 429, 5xx, connection errors and time-outs, honouring Retry-After) → cost from the price
-→ cache store → the role's ledger → the meter of the item being evaluated (task role only).
+The path: cache lookup → budget reservation (worst-case cost; refused past max_cost_usd) →
+governor slot → litellm call with retries (exponential backoff with jitter on 429, 5xx,
+connection errors and time-outs, honouring Retry-After) → cost from the price → the reservation
+settled to it → the role's ledger → the meter of the item being evaluated (task role only) →
+cache store. The ledger comes before the cache: a paid call is recorded before anything that
+could fail.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import os
 import random
+import re
+import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter_ns as _clock_ns
@@ -21,6 +28,14 @@ from typing import Any
 
 from skynet.errors import ConfigError, ModelError
 from skynet.measure import CallFigures, active_meter
+from skynet.models.budget import (
+    DEFAULT_MAX_TOKENS,
+    Budget,
+    Reservation,
+    count_input_tokens,
+    count_text_tokens,
+    worst_case_usd,
+)
 from skynet.models.cache import CachedCall, CallCache, cache_key
 from skynet.models.governor import Governor
 from skynet.models.ledger import ROLES, CallRecord, Ledger
@@ -32,6 +47,7 @@ __all__ = [
     "ModelSettings",
     "ModelsConfig",
     "Reply",
+    "Embeddings",
     "Models",
     "configure",
     "current",
@@ -89,6 +105,8 @@ class ModelsConfig:
 
     The embedded `local/smollm2` is the default for every role. `metric` empty means: the
     reflection model. `cache_path` None keeps the call cache in memory for the session only.
+    `max_cost_usd` is the money budget of every call of the session, all roles together (None:
+    none); see skynet.models.budget.
     """
 
     task: str = EMBEDDED_MODEL
@@ -97,6 +115,7 @@ class ModelsConfig:
     settings: Mapping[str, ModelSettings] = field(default_factory=dict)
     cache_path: Path | str | None = Path(".skynet") / "cache.db"
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    max_cost_usd: float | None = None
 
     def model_for(self, role: str) -> str:
         if role not in ROLES:
@@ -122,6 +141,19 @@ class Reply:
     finish_reason: str = "stop"
     attempts: int = 1
     tool_calls: tuple[dict[str, str], ...] = ()  # each {"name", "arguments" (raw JSON text)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Embeddings:
+    """An embedding model's vectors (one per text, in order) with what Skynet measured."""
+
+    vectors: list[list[float]]
+    model: str
+    role: str
+    input_tokens: int
+    cost_usd: float | None
+    elapsed_ms: float
+    attempts: int = 1
 
 
 def _status_of(exc: BaseException) -> int | None:
@@ -179,6 +211,7 @@ class Models:
         self._listeners: list[Callable[[CallRecord], None]] = []
         self._rng = random.Random(0)
         self._inflight: dict[str, list[Any]] = {}  # key -> [its lock, threads holding or waiting]
+        self.budget = Budget(self.config.max_cost_usd)
         cache_path = self.config.cache_path
         if cache_path is None or str(cache_path) == ":memory:":
             # Still a cache: llm()'s promise (one call, one verdict) must hold in every session.
@@ -206,6 +239,30 @@ class Models:
         if model.startswith("local/"):
             return Price(input_per_mtok=0, output_per_mtok=0)
         return lookup_price(model)
+
+    def check_budget_prices(self) -> None:
+        """Under a money budget, refuse (before any call) a role whose model has no known price:
+        its calls could not be held to the budget.
+
+        Raises:
+            ConfigError: naming the role(s), the model and how to declare its price.
+        """
+        if not self.budget.limited:
+            return
+        roles: dict[str, list[str]] = {}
+        for role in ROLES:
+            name = self.config.model_for(role)
+            if name:
+                roles.setdefault(name, []).append(role)
+        for name, used_by in roles.items():
+            if self.price(name) is None:
+                raise _unpriced(" and ".join(used_by), name, self.config.max_cost_usd)
+
+    def _budget_price(self, role: str, model: str) -> Price:
+        price = self.price(model)
+        if price is None:
+            raise _unpriced(role, model, self.config.max_cost_usd)
+        return price
 
     def governor(self, model: str) -> Governor:
         with self._lock:
@@ -245,14 +302,26 @@ class Models:
             draw: the draw index; part of the cache key (another index draws afresh).
             **params: temperature, max_tokens, top_p, stop, seed, ...
 
+        Under a money budget, a call names its max_tokens (DEFAULT_MAX_TOKENS when the caller
+        gave none) and reserves its worst-case cost before it is sent; a cache hit reserves
+        nothing.
+
         Raises:
             ModelError: the call failed after retries, or failed in a way retries cannot fix.
+            BudgetExhausted: the call's worst-case cost would pass max_cost_usd; it was not sent.
+            ConfigError: under a money budget, the model has no known price.
         """
         name = model or self.config.model_for(role)
         if not name:
             raise ConfigError(f"no model is configured for the {role} role")
         params = {k: v for k, v in params.items() if v is not None}
         params.setdefault("temperature", 0.0)
+        if (
+            self.budget.limited
+            and not _caps_output(params)
+            and self._budget_price(role, name).output_per_mtok > 0
+        ):
+            params["max_tokens"] = DEFAULT_MAX_TOKENS  # the worst case must be a real bound
         key_params = {k: params[k] for k in sorted(params) if k in _REPLY_PARAMS}
         key = cache_key(name, messages, key_params, draw)
         item_id = getattr(active_meter(), "item_id", None)
@@ -298,12 +367,117 @@ class Models:
         key: str,
         item_id: str | None,
     ) -> Reply:
-        """Call the model (governed, retried), store the reply in the cache, record it."""
+        """Reserve, call the model (governed, retried), record the call, then cache the reply."""
         prepared = _clock_ns()
         _prepare(name)  # one-time set-up: not the model's time, so not the item's either
         setup_ns = _clock_ns() - prepared
         settings = self.settings(name)
         price = self.price(name)
+        reservation = self._reserve_call(role, name, messages, params)
+        try:
+            response, attempts, elapsed_ns, waited_s = self._send(
+                role,
+                name,
+                lambda: self._call_litellm(name, messages, params, settings, price),
+                item_id,
+            )
+        except BaseException:
+            if reservation is not None:
+                self.budget.release(reservation)
+            raise
+        try:
+            reply, in_tok, out_tok = _parse(response)
+        except Exception as exc:  # noqa: BLE001 — a reply Skynet cannot read is still paid for
+            in_tok, out_tok = _usage(response)
+            cost = None if price is None else price.cost(in_tok, out_tok)
+            if reservation is not None:
+                self.budget.settle(reservation, cost)
+            cause = f"{type(exc).__name__}: {_short(exc)}"
+            self._record(
+                CallRecord(
+                    role=role,
+                    model=name,
+                    elapsed_ms=elapsed_ns / 1e6,
+                    input_tokens=in_tok,
+                    output_tokens=out_tok,
+                    cost_usd=cost,
+                    attempts=attempts,
+                    ok=False,
+                    error=cause,
+                    item_id=item_id,
+                )
+            )
+            raise ModelError(
+                f"model '{name}' ({role}) sent a reply Skynet cannot read: {cause}",
+                model=name,
+                attempts=attempts,
+            ) from exc
+        cost = None if price is None else price.cost(in_tok, out_tok)
+        if reservation is not None:
+            self.budget.settle(reservation, cost)
+        call = CachedCall(
+            reply=reply,
+            input_tokens=in_tok,
+            output_tokens=out_tok,
+            cost_usd=cost,
+            elapsed_ns=elapsed_ns,
+        )
+        # The ledger first: whatever happens to the cache write, the paid call is recorded.
+        result = self._finish(
+            role,
+            name,
+            call,
+            cached=False,
+            attempts=attempts,
+            item_id=item_id,
+            excluded_ns=setup_ns + int(waited_s * 1e9),
+        )
+        self._cache_put(key, name, call)
+        return result
+
+    def _reserve_call(
+        self, role: str, name: str, messages: list[dict[str, Any]], params: dict[str, Any]
+    ) -> Reservation | None:
+        """Hold the call's worst-case cost (None without a money budget)."""
+        if not self.budget.limited:
+            return None
+        price = self._budget_price(role, name)
+        cap = _caps_output(params) or 0
+        if price.input_per_mtok == 0:
+            tokens, counted = 0, True  # nothing to count: the input is free
+        else:
+            tokens, counted = count_input_tokens(name, messages, params.get("tools"))
+        how = "counted" if counted else "at most"
+        return self.budget.reserve(
+            worst_case_usd(price, tokens, cap),
+            role=role,
+            model=name,
+            detail=f"{how} {tokens:,} input tokens and max_tokens {cap:,}",
+        )
+
+    def _cache_put(self, key: str, name: str, call: CachedCall) -> None:
+        """Store a reply; a store that fails loses the cache entry only, never the call."""
+        try:
+            self.cache.put(key, name, call)
+        except (sqlite3.Error, UnicodeError, ValueError, TypeError) as exc:
+            warnings.warn(
+                f"the call cache could not store a reply of {name} ({type(exc).__name__}: "
+                f"{_short(exc)}); the call is recorded, and a repeat of it will be paid again",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def _send(
+        self, role: str, name: str, send: Callable[[], Any], item_id: str | None
+    ) -> tuple[Any, int, int, float]:
+        """One request in a governor slot, retried on transient failures.
+
+        Returns:
+            (response, attempts, elapsed ns of the last attempt, seconds waited for the slot).
+
+        Raises:
+            ModelError: the last attempt failed; the failure is recorded in the role's ledger.
+        """
         gov = self.governor(name)
         attempts = 0
         with gov.slot() as waited_s:
@@ -311,9 +485,8 @@ class Models:
                 attempts += 1
                 started = _clock_ns()
                 try:
-                    response = self._call_litellm(name, messages, params, settings, price)
-                    elapsed_ns = _clock_ns() - started
-                    break
+                    response = send()
+                    return response, attempts, _clock_ns() - started, waited_s
                 except Exception as exc:
                     elapsed_ns = _clock_ns() - started
                     transient = _transient(exc)
@@ -341,24 +514,77 @@ class Models:
                             attempts=attempts,
                         ) from exc
                     _sleep(self.config.retry.delay(attempts - 1, _retry_after(exc), self._rng))
-        reply, in_tok, out_tok = _parse(response)
-        cost = None if price is None else price.cost(in_tok, out_tok)
-        call = CachedCall(
-            reply=reply,
-            input_tokens=in_tok,
-            output_tokens=out_tok,
-            cost_usd=cost,
-            elapsed_ns=elapsed_ns,
+
+    # -- embeddings -----------------------------------------------------------------------
+    def embed(self, texts: Sequence[str], *, model: str, role: str = "metric") -> Embeddings:
+        """Embed `texts` with a litellm embedding model: governed, retried, budget-reserved and
+        recorded in the role's ledger (the metric role: embeddings score outputs).
+
+        Raises:
+            ModelError: the call failed after retries, or failed in a way retries cannot fix.
+            BudgetExhausted: the call's cost would pass max_cost_usd; it was not sent.
+            ConfigError: under a money budget, the model has no known price.
+        """
+        texts = list(texts)
+        settings = self.settings(model)
+        price = self.price(model)
+        item_id = getattr(active_meter(), "item_id", None)
+        reservation: Reservation | None = None
+        if self.budget.limited:
+            price = self._budget_price(role, model)
+            tokens = count_text_tokens(model, texts) if price.input_per_mtok else 0
+            reservation = self.budget.reserve(
+                worst_case_usd(price, tokens, 0),
+                role=role,
+                model=model,
+                detail=f"{tokens:,} input tokens in {len(texts)} text(s)",
+            )
+        try:
+            response, attempts, elapsed_ns, _ = self._send(
+                role, model, lambda: self._embed_litellm(model, texts, settings), item_id
+            )
+        except BaseException:
+            if reservation is not None:
+                self.budget.release(reservation)
+            raise
+        in_tok, _ = _usage(response)
+        cost = None if price is None else price.cost(in_tok, 0)
+        if reservation is not None:
+            self.budget.settle(reservation, cost)
+        self._record(
+            CallRecord(
+                role=role,
+                model=model,
+                elapsed_ms=elapsed_ns / 1e6,
+                input_tokens=in_tok,
+                cost_usd=cost,
+                attempts=attempts,
+                item_id=item_id,
+            )
         )
-        self.cache.put(key, name, call)
-        return self._finish(
-            role,
-            name,
-            call,
-            cached=False,
+        data = sorted(_field(response, "data") or [], key=lambda d: _field(d, "index") or 0)
+        return Embeddings(
+            vectors=[list(_field(d, "embedding")) for d in data],
+            model=model,
+            role=role,
+            input_tokens=in_tok,
+            cost_usd=cost,
+            elapsed_ms=elapsed_ns / 1e6,
             attempts=attempts,
-            item_id=item_id,
-            excluded_ns=setup_ns + int(waited_s * 1e9),
+        )
+
+    def _embed_litellm(self, model: str, texts: list[str], s: ModelSettings) -> Any:
+        from skynet.models._litellm import litellm
+
+        extra: dict[str, Any] = {}
+        if s.api_base:
+            extra["api_base"] = s.api_base
+        if s.api_key:
+            extra["api_key"] = s.api_key
+        elif s.api_base and model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
+            extra["api_key"] = "sk-no-key"  # local OpenAI-compatible servers take no key
+        return litellm.embedding(
+            model=model, input=texts, timeout=s.timeout_s, num_retries=0, max_retries=0, **extra
         )
 
     def _call_litellm(
@@ -383,7 +609,7 @@ class Models:
         # Skynet retries; litellm and the OpenAI client must not retry underneath it.
         return litellm.completion(
             model=model,
-            messages=messages,
+            messages=_sendable(messages),
             timeout=s.timeout_s,
             num_retries=0,
             max_retries=0,
@@ -482,6 +708,59 @@ def _litellm_pricing(price: Price | None) -> dict[str, Any]:
 def _short(exc: BaseException, limit: int = 300) -> str:
     text = " ".join(str(exc).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _sendable(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages with any lone surrogate (odd text fed back from a reply or an output) as
+    U+FFFD: a request body is UTF-8, which cannot hold one, and the call would fail."""
+    if not any(
+        isinstance(m.get("content"), str) and _SURROGATE.search(m["content"]) for m in messages
+    ):
+        return messages
+    return [
+        {**m, "content": _SURROGATE.sub("\ufffd", m["content"])}
+        if isinstance(m.get("content"), str)
+        else m
+        for m in messages
+    ]
+
+
+def _caps_output(params: dict[str, Any]) -> int | None:
+    """The call's output-token limit, if it names one."""
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = params.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return math.ceil(value)
+    return None
+
+
+def _unpriced(roles: str, model: str, limit: float | None) -> ConfigError:
+    return ConfigError(
+        f"[budget] max_cost_usd = {limit:g} is set, but the {roles} model '{model}' has no known "
+        "price, so its calls cannot be held to the budget; declare its price in skynet.toml:\n"
+        f'[models.prices."{model}"]\ninput_per_mtok = 0.15   # USD per million input tokens\n'
+        "output_per_mtok = 0.60  # USD per million output tokens\n"
+        "(or remove max_cost_usd to run without a money budget)"
+    )
+
+
+def _field(entry: Any, key: str) -> Any:
+    return entry.get(key) if isinstance(entry, dict) else getattr(entry, key, None)
+
+
+def _usage(response: Any) -> tuple[int, int]:
+    """(input, output) tokens a response reports, 0 where it says nothing readable."""
+    usage = _field(response, "usage")
+    try:
+        return (
+            int(_field(usage, "prompt_tokens") or 0) if usage is not None else 0,
+            int(_field(usage, "completion_tokens") or 0) if usage is not None else 0,
+        )
+    except (TypeError, ValueError):
+        return 0, 0
 
 
 def _parse(response: Any) -> tuple[dict[str, Any], int, int]:

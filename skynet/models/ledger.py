@@ -40,6 +40,16 @@ class LedgerTotals:
     unpriced_calls: int
     elapsed_ms: float
 
+    @property
+    def cost_text(self) -> str:
+        """The cost as a user reads it: "$0.0123", "$0.0123 + 2 unpriced", or "unpriced" when
+        no call had a known price (an unknown cost is never shown as $0)."""
+        priced = self.calls - self.failed_calls - self.unpriced_calls
+        if self.unpriced_calls and priced <= 0:
+            return "unpriced"
+        text = f"${self.cost_usd:.4f}"
+        return f"{text} + {self.unpriced_calls} unpriced" if self.unpriced_calls else text
+
 
 class Ledger:
     """The calls of one role, in order. Thread-safe."""

@@ -29,7 +29,7 @@ from skynet.errors import ConfigError, ModelError
 from skynet.models.cache import open_cache_db
 
 if TYPE_CHECKING:
-    from skynet.models.client import ModelSettings
+    from skynet.models.client import Models, ModelSettings
 
 __all__ = [
     "DEFAULT_EMBEDDER",
@@ -358,6 +358,9 @@ def default_embedder() -> MiniLM:
 class LiteLLMEmbedder:
     """Any litellm embedding model, e.g. "openai/text-embedding-3-small"; rows normalised.
 
+    Each request goes through skynet.models (Models.embed): governed, retried, reserved against
+    the money budget and recorded in the metric ledger of the model session in force.
+
     Args:
         model: the litellm model name; it is the embedder's name.
         settings: how to reach it (api_base, api_key, timeout_s); None: the settings the model
@@ -368,66 +371,48 @@ class LiteLLMEmbedder:
         self._model = model
         self._settings = settings
         self._count_lock = threading.Lock()
+        self._own: Models | None = None
         self.requests = 0
 
     @property
     def name(self) -> str:
         return self._model
 
-    def _resolved_settings(self) -> ModelSettings:
+    def _models(self) -> Models:
+        """The session in force; with settings of its own, or no session, a private one."""
         from skynet.models import client
 
-        if self._settings is not None:
-            return self._settings
         session = client._session.get() or client._global
-        if session is not None:
-            return session.settings(self._model)
-        return client.ModelSettings()
+        if session is not None and self._settings is None:
+            return session
+        with self._count_lock:
+            if self._own is None:
+                settings = {self._model: self._settings} if self._settings is not None else {}
+                self._own = client.Models(client.ModelsConfig(settings=settings, cache_path=None))
+            return self._own
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = _texts(texts)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        from skynet.models._litellm import litellm
-
-        s = self._resolved_settings()
-        extra: dict[str, Any] = {}
-        if s.api_base:
-            extra["api_base"] = s.api_base
-        if s.api_key:
-            extra["api_key"] = s.api_key
-        elif (
-            s.api_base
-            and self._model.startswith("openai/")
-            and not os.environ.get("OPENAI_API_KEY")
-        ):
-            extra["api_key"] = "sk-no-key"  # local OpenAI-compatible servers take no key
         with self._count_lock:
             self.requests += 1
         try:
-            response = litellm.embedding(
-                model=self._model, input=texts, timeout=s.timeout_s, **extra
-            )
-        except Exception as exc:  # noqa: BLE001 — any provider failure, reported with the model
+            reply = self._models().embed(texts, model=self._model)
+        except ModelError as exc:
             raise ModelError(
-                f"embedding model '{self._model}' failed on {len(texts)} text(s): "
-                f"{' '.join(str(exc).split())[:300]}; check the model name and its api_base/key, "
-                f"or use the bundled '{DEFAULT_EMBEDDER}'",
+                f"embedding model '{self._model}' failed on {len(texts)} text(s): {exc}; check "
+                f"the model name and its api_base/key, or use the bundled '{DEFAULT_EMBEDDER}'",
                 model=self._model,
+                attempts=exc.attempts,
             ) from exc
-        # litellm types embedding() as maybe a coroutine (its async twin); it is sync here.
-        data = sorted(_field(response, "data"), key=lambda d: _field(d, "index"))
-        if len(data) != len(texts):
+        if len(reply.vectors) != len(texts):
             raise ModelError(
-                f"embedding model '{self._model}' returned {len(data)} vectors for "
+                f"embedding model '{self._model}' returned {len(reply.vectors)} vectors for "
                 f"{len(texts)} texts",
                 model=self._model,
             )
-        return _normalise(np.array([_field(d, "embedding") for d in data], dtype=np.float32))
-
-
-def _field(entry: Any, key: str) -> Any:
-    return entry[key] if isinstance(entry, dict) else getattr(entry, key)
+        return _normalise(np.array(reply.vectors, dtype=np.float32))
 
 
 # -- the cache ------------------------------------------------------------------------------------

@@ -7,6 +7,10 @@ the next scripted step (a reply with usage, an error status with Retry-After, a 
         server.script(reply("Paris"), fail(429, retry_after=0.1), reply("Rome", latency_s=0.2))
         models = server.models(tmp_path)          # a skynet Models session pointed at it
         models.complete("task", [{"role": "user", "content": "capital of France?"}])
+
+It can bill like a real server: after `server.bill(input_per_mtok=1.0, output_per_mtok=2.0)`,
+`server.billed_usd` is what the tokens it reported cost, and (as a real server does) it reports
+no more completion tokens than a request's max_tokens; a test can hold Skynet's figures to it.
 """
 
 from __future__ import annotations
@@ -94,13 +98,12 @@ def _message(step: Step) -> dict[str, Any]:
     return message
 
 
-def _words(messages: list[dict[str, Any]]) -> int:
-    total = 0
-    for m in messages:
-        content = m.get("content")
-        if isinstance(content, str):
-            total += len(content.split())
-    return total
+def _prompt_text(messages: list[dict[str, Any]]) -> str:
+    return "\n".join(m["content"] for m in messages if isinstance(m.get("content"), str))
+
+
+def _word_count(text: str) -> int:
+    return len(text.split())
 
 
 class ScriptedServer:
@@ -113,6 +116,8 @@ class ScriptedServer:
         embeddings: serves POST /v1/embeddings: called with each input text, returns its vector
             (None: that route answers 404). Embedding requests are recorded in `requests` but
             take no scripted step.
+        count_tokens: the prompt tokens reported for a request's text, when its step gives
+            none (default: whitespace words).
     """
 
     def __init__(
@@ -120,10 +125,16 @@ class ScriptedServer:
         default: Step | None = None,
         responder: Callable[[dict[str, Any]], Step] | None = None,
         embeddings: Callable[[str], Sequence[float]] | None = None,
+        count_tokens: Callable[[str], int] | None = None,
     ) -> None:
         self.default = default or reply("ok")
         self.responder = responder
         self.embeddings = embeddings
+        self.count_tokens = count_tokens or _word_count
+        self.input_per_mtok = 0.0
+        self.output_per_mtok = 0.0
+        self._billed_usd = 0.0
+        self.billing = False
         self.requests: list[dict[str, Any]] = []
         self._steps: deque[Step] = deque()
         self._lock = threading.Lock()
@@ -152,6 +163,27 @@ class ScriptedServer:
         with self._lock:
             return len(self.requests)
 
+    # -- billing -----------------------------------------------------------------------------
+    def bill(self, *, input_per_mtok: float, output_per_mtok: float) -> ScriptedServer:
+        """Bill every reply from now on at these prices (USD per million tokens reported), and
+        report at most a request's max_tokens of completion tokens."""
+        with self._lock:
+            self.input_per_mtok, self.output_per_mtok = input_per_mtok, output_per_mtok
+            self.billing = True
+        return self
+
+    @property
+    def billed_usd(self) -> float:
+        """What the replies sent so far cost, at the billed prices, by the tokens reported."""
+        with self._lock:
+            return self._billed_usd
+
+    def _charge(self, prompt_tokens: int, completion_tokens: int) -> None:
+        with self._lock:
+            self._billed_usd += (
+                prompt_tokens * self.input_per_mtok + completion_tokens * self.output_per_mtok
+            ) / 1e6
+
     def _embed(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """The status and JSON of an OpenAI embeddings reply (float or base64 encoding)."""
         with self._lock:
@@ -171,7 +203,8 @@ class ScriptedServer:
             else:
                 packed = vector
             data.append({"object": "embedding", "index": index, "embedding": packed})
-        tokens = sum(len(str(t).split()) for t in texts)
+        tokens = sum(self.count_tokens(str(t)) for t in texts)
+        self._charge(tokens, 0)
         return 200, {
             "object": "list",
             "data": data,
@@ -234,12 +267,21 @@ class ScriptedServer:
                     )
                     return
                 messages = body.get("messages") or []
-                prompt = step.prompt_tokens if step.prompt_tokens is not None else _words(messages)
+                prompt = (
+                    step.prompt_tokens
+                    if step.prompt_tokens is not None
+                    else server.count_tokens(_prompt_text(messages))
+                )
                 completion = (
                     step.completion_tokens
                     if step.completion_tokens is not None
                     else len(step.text.split())
                 )
+                finish_reason = step.finish_reason
+                cap = body.get("max_tokens") or body.get("max_completion_tokens")
+                if server.billing and isinstance(cap, int) and 0 < cap < completion:
+                    completion, finish_reason = cap, "length"  # a server stops at max_tokens
+                server._charge(prompt, completion)
                 self._send(
                     200,
                     {
@@ -251,7 +293,7 @@ class ScriptedServer:
                             {
                                 "index": 0,
                                 "message": _message(step),
-                                "finish_reason": step.finish_reason,
+                                "finish_reason": finish_reason,
                             }
                         ],
                         "usage": {
@@ -316,12 +358,14 @@ class ScriptedServer:
         max_attempts: int = 4,
         base_delay_s: float = 0.01,
         metric_model: str = "",
+        max_cost_usd: float | None = None,
     ) -> Any:
         """A skynet Models session whose every role uses this server as MODEL.
 
         Args:
             cache_dir: where the call cache goes (None: in memory, for this session only).
             input_per_mtok, output_per_mtok: the declared price (None for both: unpriced).
+            max_cost_usd: the session's money budget (None: none).
         """
         from skynet.models import Models, ModelsConfig, ModelSettings, Price, RetryPolicy
 
@@ -349,5 +393,6 @@ class ScriptedServer:
                 settings=all_settings,
                 cache_path=None if cache_dir is None else Path(cache_dir) / "cache.db",
                 retry=RetryPolicy(max_attempts=max_attempts, base_delay_s=base_delay_s),
+                max_cost_usd=max_cost_usd,
             )
         )

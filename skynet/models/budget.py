@@ -1,0 +1,234 @@
+"""Budget reservations: a paid model call holds its worst-case cost before it is sent.
+
+The worst case of a call is its input tokens (counted with litellm's token counter; when that
+fails, an upper bound from the text's UTF-8 size) times the input price, plus its max_tokens times
+the output price. A reservation that would take what is spent plus what calls in flight hold past
+max_cost_usd is refused: the call is not sent and BudgetExhausted is raised. When the reply comes
+back, its reservation becomes its real cost; a call that fails releases it entirely. Reservations
+are taken under one lock, so calls in flight at once cannot jointly pass the limit.
+
+Under a money budget, a priced call that names no max_tokens is sent with DEFAULT_MAX_TOKENS, so
+that its worst case is a real bound and not a guess.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import itertools
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from skynet.errors import BudgetExhausted
+from skynet.models.pricing import Price
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "Budget",
+    "Reservation",
+    "count_input_tokens",
+    "count_text_tokens",
+    "refusals",
+]
+
+DEFAULT_MAX_TOKENS = 4096
+# Per message, on top of its text: the role and the separators of the chat template.
+_MESSAGE_OVERHEAD = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """What one call in flight holds against the budget."""
+
+    id: int
+    usd: float
+    role: str
+    model: str
+
+
+class Budget:
+    """The money budget of one model session: spent, reserved, and the first refusal.
+
+    Args:
+        max_cost_usd: the limit in USD (None: no money budget; nothing is reserved).
+        spent_usd: what was spent before this session (a resumed run's recorded spend).
+    """
+
+    def __init__(self, max_cost_usd: float | None = None, *, spent_usd: float = 0.0) -> None:
+        self.max_cost_usd = max_cost_usd
+        self._lock = threading.Lock()
+        self._spent = float(spent_usd)
+        self._held: dict[int, float] = {}
+        self._ids = itertools.count(1)
+        self._refusal: BudgetExhausted | None = None
+
+    @property
+    def limited(self) -> bool:
+        """True when there is a money budget to keep."""
+        return self.max_cost_usd is not None
+
+    @property
+    def spent_usd(self) -> float:
+        with self._lock:
+            return self._spent
+
+    @property
+    def reserved_usd(self) -> float:
+        """What the calls in flight hold."""
+        with self._lock:
+            return sum(self._held.values())
+
+    @property
+    def refusal(self) -> BudgetExhausted | None:
+        """The first call this budget refused, or None: once set, the run should stop."""
+        with self._lock:
+            return self._refusal
+
+    def add_spent(self, usd: float) -> None:
+        """Count spend made outside this session (a resumed run's recorded calls)."""
+        with self._lock:
+            self._spent += max(0.0, usd)
+
+    def reserve(self, usd: float, *, role: str, model: str, detail: str = "") -> Reservation:
+        """Hold `usd` for one call, or refuse it.
+
+        Args:
+            usd: the call's worst-case cost.
+            role, model: the call's role and model (for the message).
+            detail: how the worst case was reached (tokens, max_tokens), for the message.
+
+        Raises:
+            BudgetExhausted: spent + reserved + usd would pass max_cost_usd; the call must not
+                be sent.
+        """
+        usd = max(0.0, float(usd))
+        with self._lock:
+            if self.max_cost_usd is not None:
+                reserved = sum(self._held.values())
+                if self._spent + reserved + usd > self.max_cost_usd:
+                    how = f" ({detail})" if detail else ""
+                    exc = BudgetExhausted(
+                        f"budget max_cost_usd = ${self.max_cost_usd:g} reached: the {role} call "
+                        f"to {model} could cost up to ${usd:.4f}{how}, with ${self._spent:.4f} "
+                        f"spent and ${reserved:.4f} held by calls in flight; it was not sent. "
+                        "Raise [budget] max_cost_usd (--max-cost-usd) to spend more",
+                        limit="max_cost_usd",
+                        role=role,
+                        model=model,
+                        max_cost_usd=self.max_cost_usd,
+                        spent_usd=self._spent,
+                        reserved_usd=reserved,
+                        needed_usd=usd,
+                    )
+                    if self._refusal is None:
+                        self._refusal = exc
+                    _note(exc)
+                    raise exc
+            reservation = Reservation(id=next(self._ids), usd=usd, role=role, model=model)
+            self._held[reservation.id] = usd
+            return reservation
+
+    def settle(self, reservation: Reservation, cost_usd: float | None) -> None:
+        """The reply came back: the reservation becomes the call's real cost.
+
+        An unknown cost (None) counts as the whole reservation: the call was paid for.
+        """
+        with self._lock:
+            held = self._held.pop(reservation.id, None)
+            if held is None:
+                return  # settled or released already
+            self._spent += held if cost_usd is None else max(0.0, cost_usd)
+
+    def release(self, reservation: Reservation) -> None:
+        """The call failed: it holds nothing any more."""
+        with self._lock:
+            self._held.pop(reservation.id, None)
+
+
+def worst_case_usd(price: Price, input_tokens: int, max_tokens: int) -> float:
+    """The most a call can cost: every input token, and max_tokens of output."""
+    return price.cost(input_tokens, max_tokens)
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return json.dumps(content, ensure_ascii=False, default=str)
+
+
+def _utf8_size(text: str) -> int:
+    # A byte-level tokenizer makes at most one token per byte; lone surrogates count too.
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def count_input_tokens(
+    model: str, messages: Sequence[dict[str, Any]], tools: Any = None
+) -> tuple[int, bool]:
+    """The input tokens of a chat request: (count, counted by litellm).
+
+    litellm's token counter (the model's tokenizer when litellm knows it, else tiktoken's
+    cl100k); when it fails, or a message holds content it would count as nothing (neither text
+    nor a list of parts), an upper bound: one token per UTF-8 byte of every message, plus a few
+    per message.
+    """
+    if all(isinstance(m.get("content"), (str, list, type(None))) for m in messages):
+        try:
+            from skynet.models._litellm import litellm
+
+            kwargs: dict[str, Any] = {"model": model, "messages": list(messages)}
+            if tools:
+                kwargs["tools"] = tools
+            return int(litellm.token_counter(**kwargs)), True
+        except Exception:  # noqa: BLE001 — any counting failure falls back to the upper bound
+            pass
+    total = 0
+    for message in messages:
+        total += _MESSAGE_OVERHEAD
+        for value in message.values():
+            total += _utf8_size(_text_of(value))
+    if tools:
+        total += _utf8_size(_text_of(tools))
+    return total, False
+
+
+def count_text_tokens(model: str, texts: Sequence[str]) -> int:
+    """The input tokens of an embedding request (litellm's count, else the UTF-8 bound)."""
+    total = 0
+    for text in texts:
+        try:
+            from skynet.models._litellm import litellm
+
+            total += int(litellm.token_counter(model=model, text=text))
+        except Exception:  # noqa: BLE001 — any counting failure falls back to the upper bound
+            total += _utf8_size(text) + 1
+    return total
+
+
+# -- refusals seen by one evaluation --------------------------------------------------------
+_seen: contextvars.ContextVar[list[BudgetExhausted] | None] = contextvars.ContextVar(
+    "skynet_budget_refusals", default=None
+)
+
+
+def _note(exc: BudgetExhausted) -> None:
+    seen = _seen.get()
+    if seen is not None:
+        seen.append(exc)
+
+
+@contextlib.contextmanager
+def refusals() -> Iterator[list[BudgetExhausted]]:
+    """Collect the calls refused in this context (threads started with a copy of it included).
+
+    An evaluation uses it to tell a result that is not real: code that caught the refusal (a
+    candidate, a metric) and went on still made an output without the call it needed.
+    """
+    seen: list[BudgetExhausted] = []
+    token = _seen.set(seen)
+    try:
+        yield seen
+    finally:
+        _seen.reset(token)
