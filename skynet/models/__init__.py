@@ -1,8 +1,11 @@
-"""Every model call: litellm, prices, the call cache, retries, the governor, the ledgers, and the
-embedded default model. See client.Models.complete for the path a call takes."""
+"""Every model call: litellm, prices, budget reservations, the call cache, retries, the governor,
+the ledgers, and the embedded default model. See client.Models.complete for the path a call
+takes."""
 
+from skynet.models.budget import DEFAULT_MAX_TOKENS, Budget
 from skynet.models.client import (
     METRIC_MODEL_ENV,
+    Embeddings,
     Models,
     ModelsConfig,
     ModelSettings,
@@ -17,10 +20,13 @@ from skynet.models.local import EMBEDDED_MODEL
 from skynet.models.pricing import Price
 
 __all__ = [
+    "DEFAULT_MAX_TOKENS",
     "EMBEDDED_MODEL",
     "METRIC_MODEL_ENV",
     "ROLES",
+    "Budget",
     "CallRecord",
+    "Embeddings",
     "Ledger",
     "LedgerTotals",
     "Models",
