@@ -410,9 +410,12 @@ _ERROR_CHARS = 300
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from skynet.runner import evaluate_candidate, evaluation_run, open_project
+    from skynet.runner import evaluate_candidate, evaluation_run, open_project, unsandboxed_warning
 
     project = open_project(_project_dir(args), _overrides(args))
+    warning = unsandboxed_warning(project)
+    if warning:
+        print(warning, file=sys.stderr)
     row, candidate, label = _eval_target(args, project)
     run_id = row.id if row is not None else evaluation_run(project)
     done = evaluate_candidate(project, candidate, split=args.split, run_id=run_id, label=label)

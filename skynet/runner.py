@@ -32,6 +32,8 @@ from skynet.mean import Mean, mean_of, mean_of_results
 from skynet.measure import TESTING, Observation, scoring
 from skynet.models import Models, configure
 from skynet.runs import EVALUATION, RunStore
+from skynet.sandbox import Limits
+from skynet.sandbox import describe as sandbox_description
 from skynet.terminal import printable
 
 __all__ = [
@@ -85,7 +87,12 @@ class Project:
         """What, besides a candidate's texts, decides its outputs: task model and settings."""
         art = self.config.artifact
         if isinstance(self.artifact, CodeArtifact):
-            return json.dumps(["code", art.timeout_s, art.memory_mb])
+            # Limits added since runs were first recorded count only when set, so the
+            # candidate ids of earlier runs (and their replay on resume) stay as they were.
+            extra = {
+                name: getattr(art, name) for name in _SANDBOX_KEYS if name in art.model_fields_set
+            }
+            return json.dumps(["code", art.timeout_s, art.memory_mb, *([extra] if extra else [])])
         if isinstance(self.artifact, DspyArtifact):
             return json.dumps(["dspy", self.config.models.task, art.max_tokens, art.temperature])
         return json.dumps(
@@ -133,7 +140,12 @@ def open_project(project_dir: Path, overrides: dict[str, Any] | None = None) -> 
         )
     elif art.kind == "code":
         artifact = load_code(
-            project_dir / art.path, timeout_s=art.timeout_s, memory_mb=art.memory_mb
+            project_dir / art.path,
+            limits=code_limits(art),
+            sandbox_mode=art.sandbox,
+            hidden=(project_dir, Path.home(), Path.cwd()),
+            max_tokens=art.max_tokens,
+            temperature=art.temperature,
         )
     else:
         artifact = load_prompt(project_dir / art.path, config.data.inputs)
@@ -152,6 +164,46 @@ def open_project(project_dir: Path, overrides: dict[str, Any] | None = None) -> 
                     tool_schemas(item.input, row_name=item.id)
     return Project(
         dir=project_dir, config=config, dataset=dataset, metric=metric, artifact=artifact
+    )
+
+
+# [artifact] keys of the sandbox beyond timeout_s and memory_mb (each changes what a code
+# candidate's run can do, so each is part of its fingerprint when set).
+_SANDBOX_KEYS = (
+    "sandbox",
+    "cpu_s",
+    "max_processes",
+    "max_file_mb",
+    "tmpfs_mb",
+    "max_output_bytes",
+    "stderr_tail_bytes",
+    "max_model_calls",
+)
+
+
+def code_limits(art: Any) -> Limits:
+    """The sandbox limits a project's [artifact] section sets for code candidates."""
+    return Limits(
+        wall_s=art.timeout_s,
+        cpu_s=art.cpu_s,
+        memory_mb=art.memory_mb,
+        max_processes=art.max_processes,
+        max_file_mb=art.max_file_mb,
+        tmpfs_mb=art.tmpfs_mb,
+        max_output_bytes=art.max_output_bytes,
+        stderr_tail_bytes=art.stderr_tail_bytes,
+        max_model_calls=art.max_model_calls,
+    )
+
+
+def unsandboxed_warning(project: Project) -> str:
+    """The line every run and evaluation of unsandboxed code candidates prints ("" when the
+    candidates are sandboxed, or are not code)."""
+    if not isinstance(project.artifact, CodeArtifact) or project.artifact.sandbox != "none":
+        return ""
+    return (
+        'warning: [artifact] sandbox = "none": code candidates run unsandboxed and can read '
+        "your data, metric, keys and run records; this run is reported as unsandboxed"
     )
 
 
@@ -509,6 +561,10 @@ def run(
         )
         say(f"run {run_id}: {len(train)} train / {len(val)} val items · {why}")
     store.set_note(run_id, "engine_choice", why)
+    _note_sandbox(project, store, run_id)
+    warning = unsandboxed_warning(project)
+    if warning:
+        say(warning)
     run_dir = project.dir / ".skynet" / "runs" / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     log_lock = threading.Lock()
@@ -773,7 +829,7 @@ def evaluation_run(project: Project) -> str:
     """
     cfg = project.config
     with project.open_store() as store:
-        return store.create_run(
+        run_id = store.create_run(
             config=cfg.as_dict(),
             dataset_hash=project.dataset.hash,
             metric_hash=project.metric.source_hash,
@@ -782,6 +838,14 @@ def evaluation_run(project: Project) -> str:
             budget={},
             versions=_versions(),
         )
+        _note_sandbox(project, store, run_id)
+        return run_id
+
+
+def _note_sandbox(project: Project, store: RunStore, run_id: str) -> None:
+    """Record how code candidates are isolated: part of what the run's figures mean."""
+    if isinstance(project.artifact, CodeArtifact):
+        store.set_note(run_id, "sandbox", sandbox_description(project.artifact.sandbox))
 
 
 def evaluate_candidate(
