@@ -414,7 +414,8 @@ class Models:
             ) from exc
         cost = None if price is None else price.cost(in_tok, out_tok)
         if reservation is not None:
-            self.budget.settle(reservation, cost)
+            # A reply that reports no tokens is held at its worst case: it was paid for.
+            self.budget.settle(reservation, cost if in_tok or out_tok else None)
         call = CachedCall(
             reply=reply,
             input_tokens=in_tok,
@@ -550,7 +551,7 @@ class Models:
         in_tok, _ = _usage(response)
         cost = None if price is None else price.cost(in_tok, 0)
         if reservation is not None:
-            self.budget.settle(reservation, cost)
+            self.budget.settle(reservation, cost if in_tok else None)
         self._record(
             CallRecord(
                 role=role,

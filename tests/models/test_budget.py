@@ -125,6 +125,15 @@ def test_a_failed_call_releases_its_reservation(scripted_server):
     assert models.budget.refusal is None  # a failure is not a budget stop
 
 
+def test_a_reply_that_reports_no_tokens_is_held_at_its_worst_case(scripted_server):
+    # A server that reports no usage would otherwise make every call free to the budget.
+    scripted_server.script(reply("Paris", prompt_tokens=0, completion_tokens=0))
+    models = scripted_server.models(max_cost_usd=1.0)
+    got = models.complete("task", USER, max_tokens=100)
+    assert got.cost_usd == 0
+    assert models.budget.spent_usd == pytest.approx(_worst(USER, 100))
+
+
 def test_without_max_tokens_a_priced_call_sends_the_default_cap(scripted_server):
     budgeted = scripted_server.models(max_cost_usd=1.0)
     budgeted.complete("task", USER)
