@@ -439,6 +439,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"  {r.error_kind or 'unknown'} error on item '{printable(r.item_id)}': {line}")
     if len(errors) > _ERRORS_SHOWN:
         print(f"  … {len(errors) - _ERRORS_SHOWN} more: skynet show {run_id}")
+    if done.stopped_by:
+        left = len(getattr(project.dataset, args.split)) - len(done.results)
+        print(
+            f"stopped after {len(done.results)} item(s), {left} not evaluated: "
+            f"{printable(done.stopped_by)}",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 

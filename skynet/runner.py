@@ -810,6 +810,8 @@ class EvaluationOutcome:
         results: one Result per item of the split, in the split's order.
         mean: the candidate's mean by the rule of skynet.mean: its own failures count as 0,
             metric and model faults are left out and counted.
+        stopped_by: why the evaluation stopped before the split's end ("" when it did not):
+            the money budget refused a call.
     """
 
     run_id: str
@@ -817,6 +819,7 @@ class EvaluationOutcome:
     split: str
     results: list[Result]
     mean: Mean
+    stopped_by: str = ""
 
 
 def evaluation_run(project: Project) -> str:
@@ -871,7 +874,14 @@ def evaluate_candidate(
         raise ConfigError(f"unknown split '{split}'; splits: train, val, test")
     if not items:
         raise ConfigError(f"the {split} split is empty; give it items in skynet.toml [data]")
-    models = configure(project.config.models_config(), base_dir=project.dir)
+    # [budget] max_cost_usd holds an evaluation too (its own spend): every call reserves first.
+    models = configure(
+        dataclasses.replace(
+            project.config.models_config(), max_cost_usd=project.config.budget.max_cost_usd
+        ),
+        base_dir=project.dir,
+    )
+    models.check_budget_prices()
     store = project.open_store()
     row = store.get_run(run_id)
     evaluating_only = row.engine == EVALUATION
@@ -887,11 +897,16 @@ def evaluate_candidate(
         store.set_note(run_id, "evaluated", listed)
         store.set_status(run_id, "running")
     results = []
+    stopped_by = ""
     try:
         for item in items:
             found = store.find_evaluation(run_id, cid, item.id, project.metric.source_hash)
             if found is None:
-                found = evaluation(candidate, item)
+                try:
+                    found = evaluation(candidate, item)
+                except BudgetExhausted as exc:  # not sent: nothing to record for this item
+                    stopped_by = str(exc)
+                    break
                 store.record_evaluation(run_id, cid, split, found, project.metric.source_hash)
             results.append(found)
     except KeyboardInterrupt:
@@ -903,13 +918,17 @@ def evaluate_candidate(
             store.set_status(run_id, "failed", error=f"{type(exc).__name__}: {exc}")
         raise
     if evaluating_only:
-        store.set_status(run_id, "finished")
+        if stopped_by:
+            store.set_status(run_id, "stopped", error=stopped_by)
+        else:
+            store.set_status(run_id, "finished")
     return EvaluationOutcome(
         run_id=run_id,
         candidate_id=cid,
         split=split,
         results=results,
         mean=mean_of_results(results),
+        stopped_by=stopped_by,
     )
 
 

@@ -557,3 +557,24 @@ def test_a_model_output_with_control_characters_is_printed_escaped(
     line = next(x for x in captured.out.splitlines() if "metric error on item 'c1'" in x)
     assert "cannot parse Tokyo \\x1b[2J\\x1b[31mPWNED\\r" in line
     assert "\x1b" not in captured.out + captured.err and "\r" not in captured.out + captured.err
+
+
+def test_eval_under_a_money_budget_stops_cleanly_at_the_limit(tmp_path, scripted_server, capsys):
+    """`skynet eval` is held to [budget] max_cost_usd like a run: the call that would pass it is
+    not sent, what was evaluated is recorded and scored, and one line says why it stopped."""
+    scripted_server.responder = lambda body: reply(
+        task_responder(body).text, prompt_tokens=1000, completion_tokens=0
+    )
+    project = make_project(tmp_path / "p", scripted_server.url)
+    # Each call is billed $0.001 (1,000 prompt tokens at $1 per million).
+    args = ["eval", str(project), "--candidate", "seed", "--split", "val"]
+    assert main([*args, "--set", "budget.max_cost_usd=0.0031"]) == 0
+    captured = capsys.readouterr()
+    assert "stopped after 3 item(s), 5 not evaluated" in captured.err
+    assert "max_cost_usd" in captured.err
+    assert "over 3 item(s)" in captured.out
+    assert len(scripted_server.requests) == 3
+    with runs_db(project) as db:
+        spent = db.execute("SELECT SUM(cost_usd) FROM calls WHERE cached = 0").fetchone()[0]
+        status = db.execute("SELECT status FROM runs").fetchone()[0]
+    assert spent <= 0.0031 and status == "stopped"

@@ -331,6 +331,14 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
+def _text(value: str | None) -> str | None:
+    """Text for a TEXT column: a lone surrogate (a model reply, a candidate's output quoted in
+    feedback) is kept as its escape (\\ud800) instead of failing the write and losing the row."""
+    if value is None:
+        return None
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _dumps(value: Any) -> str:
     # Anything a user hands over (extra, notes) is kept: what JSON cannot hold is kept as its repr.
     return json.dumps(value, default=repr, sort_keys=False)
@@ -615,7 +623,9 @@ class RunStore:
                 f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}; pass one of those"
             )
         finished = None if status == RUNNING else _now()
-        self._update_run(run_id, "status = ?, error = ?, finished = ?", (status, error, finished))
+        self._update_run(
+            run_id, "status = ?, error = ?, finished = ?", (status, _text(error), finished)
+        )
 
     def set_best(self, run_id: str, candidate_id: str) -> None:
         """Record the run's best candidate so far."""
@@ -731,13 +741,13 @@ class RunStore:
                         output,
                         int(output_is_repr),
                         None if result.error is not None else _float_or_none(result.score),
-                        result.feedback,
+                        _text(result.feedback),
                         _dumps(dict(result.scores)),
                         _dumps(dict(result.extra)),
                         obs,
-                        result.error,
+                        _text(result.error),
                         result.error_kind,
-                        result.traceback,
+                        _text(result.traceback),
                         _dumps(list(result.notes)),
                         metric_hash,
                         _now(),
@@ -922,7 +932,7 @@ class RunStore:
                     "INSERT INTO proposals (run_id, seq, parent_id, status, detail, text, "
                     "created) SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ? "
                     "FROM proposals WHERE run_id = ?",
-                    (run_id, parent_id, status, detail, text, _now(), run_id),
+                    (run_id, parent_id, status, _text(detail), _text(text), _now(), run_id),
                 )
         except sqlite3.IntegrityError as exc:
             raise self._unknown_run(run_id) from exc

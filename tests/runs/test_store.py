@@ -184,6 +184,23 @@ def test_an_error_is_stored_without_a_score(store: RunStore):
     assert row.score is None and row.error == "x" and row.error_kind == "metric"
 
 
+def test_a_lone_surrogate_in_feedback_or_an_error_is_kept_escaped(store: RunStore):
+    """A model reply quoted in feedback can hold a lone surrogate, which SQLite's UTF-8 cannot:
+    the row is written, with the surrogate as its escape, instead of the evaluation being lost."""
+    run_id = new_run(store)
+    result = Result(item_id="a", output="\ud800", score=0.0, feedback="got '\ud800'")
+    store.record_evaluation(run_id, "c0", "val", result, "m1")
+    failed = Result(item_id="b", error="bad \udfff", error_kind="metric", traceback="\ud800")
+    store.record_evaluation(run_id, "c0", "val", failed, "m1")
+    store.record_proposal(run_id, parent_id=None, status="proposed", detail="\ud800", text="\ud800")
+    store.set_status(run_id, "failed", error="\ud800")
+    rows = {row.item_id: row for row in store.evaluations(run_id)}
+    assert rows["a"].feedback == "got '\\ud800'"
+    assert rows["a"].output == "\ud800"  # JSON keeps it exactly
+    assert rows["b"].error == "bad \\udfff"
+    assert store.get_run(run_id).error == "\\ud800"
+
+
 def test_non_json_output_is_kept_as_its_repr(store: RunStore):
     run_id = new_run(store)
 
