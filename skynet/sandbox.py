@@ -122,6 +122,7 @@ class Limits:
             "RLIMIT_FSIZE": self.max_file_mb << 20,
             "RLIMIT_NPROC": self.max_processes,
             "RLIMIT_CORE": 0,
+            "RLIMIT_NOFILE": 256,
         }
 
 
@@ -352,6 +353,7 @@ def _sweep() -> None:
 # -- the model proxy ------------------------------------------------------------------------
 _ALLOWED_PARAMS = ("max_tokens", "temperature", "top_p", "stop", "seed")
 _MAX_REQUEST_BYTES = 4 << 20
+_MAX_CONNECTIONS = 8  # model-proxy connections served at once, per evaluation
 
 
 @dataclass(kw_only=True)
@@ -416,8 +418,16 @@ def _serving(proxy: ModelProxy | None, path: Path) -> Iterator[None]:
     server.bind(str(path))
     server.listen(8)
     stop = threading.Event()
+    # A candidate may open sockets by the thousand: Skynet serves a few at a time, the rest wait.
+    slots = threading.BoundedSemaphore(_MAX_CONNECTIONS)
 
     def connection(conn: socket.socket) -> None:
+        try:
+            serve(conn)
+        finally:
+            slots.release()
+
+    def serve(conn: socket.socket) -> None:
         with conn:
             conn.settimeout(None)
             reader = conn.makefile("rb")
@@ -439,9 +449,12 @@ def _serving(proxy: ModelProxy | None, path: Path) -> Iterator[None]:
 
     def accept() -> None:
         while not stop.is_set():
+            if not slots.acquire(timeout=0.5):
+                continue
             try:
                 conn, _ = server.accept()
             except OSError:
+                slots.release()
                 return
             threading.Thread(target=connection, args=(conn,), daemon=True).start()
 

@@ -218,7 +218,7 @@ def test_a_killed_skynet_leaves_no_candidate_behind(tmp_path):
     script.write_text(
         "from skynet.artifacts.code import CodeArtifact\n"
         "from skynet.sandbox import Limits\n"
-        f"src = 'import os\\ndef run(input):\\n    os.execv(\"/bin/sleep\", [\"/bin/sleep\", \"{marker}\"])\\n'\n"
+        f'src = \'import os\\ndef run(input):\\n    os.execv("/bin/sleep", ["/bin/sleep", "{marker}"])\\n\'\n'
         "CodeArtifact(source=src, limits=Limits(wall_s=300)).run({'code': src}, {})\n"
     )
     parent = subprocess.Popen([sys.executable, str(script)])
@@ -306,6 +306,33 @@ def test_output_files_cannot_trap_the_parent(runner):
     assert time.monotonic() - began < 20
 
 
+def test_a_connection_flood_on_the_model_socket_keeps_skynet_small():
+    """Skynet serves a few model-proxy connections at a time: a candidate holding thousands does
+    not make Skynet start thousands of threads, and none is left when the evaluation ends."""
+    before = threading.active_count()
+    peak = [before]
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], threading.active_count())
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        got = Runner("skynet-user", os.geteuid(), None).run("socket_flood", wall_s=20)
+    finally:
+        stop.set()
+        watcher.join()
+    assert "output" in got, got
+    assert peak[0] - before <= 8 + 3, f"{peak[0] - before} threads for {got['output']['held']}"
+    deadline = time.monotonic() + 5
+    while threading.active_count() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threading.active_count() <= before
+
+
 def test_a_big_output_is_refused_unread(runner):
     got = runner.run("big_output", {"mb": 2})
     assert "passed 1,000,000 bytes" in got["failed"]
@@ -331,8 +358,10 @@ def test_a_stderr_flood_keeps_skynet_small(runner):
         got = runner.run("stderr_flood", {"mb": 1024}, wall_s=60)
         grew_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     else:
+        runner.run("stderr_flood", {"mb": 1}, wall_s=60)
+        before = runner.helper.last_maxrss_kb
         got = runner.run("stderr_flood", {"mb": 1024}, wall_s=60)
-        grew_mb = 0.0
+        grew_mb = (runner.helper.last_maxrss_kb - before) / 1024
     assert got == {"output": "flooded"}
     assert grew_mb < 64, f"Skynet grew by {grew_mb:.0f} MB reading a 1 GiB stderr"
 

@@ -41,10 +41,13 @@ if job["echo_model"]:
         return {"text": "echo: " + messages[-1]["content"], "input_tokens": 1,
                 "output_tokens": 1, "finish_reason": "stop"}
     CodeArtifact._model_call = lambda self: echo
+import resource
 try:
-    print(json.dumps({"output": art.run({"code": job["source"]}, job["input"])}))
+    done = {"output": art.run({"code": job["source"]}, job["input"])}
 except CodeFailed as exc:
-    print(json.dumps({"failed": str(exc)}))
+    done = {"failed": str(exc)}
+# This process's peak memory (KB): what reading a hostile candidate cost Skynet.
+print(json.dumps({**done, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 """
 
 
@@ -62,6 +65,7 @@ class Unprivileged:
     """A readable copy of the sandbox's modules, and a way to run candidates as uid 65534."""
 
     def __init__(self, repo: Path) -> None:
+        self.last_maxrss_kb = 0
         self.root = Path(tempfile.mkdtemp(prefix="skynet-unpriv-"))
         os.chmod(self.root, 0o755)
         for module in _MODULES:
@@ -111,7 +115,9 @@ class Unprivileged:
         )
         if done.returncode != 0 or not done.stdout.strip():
             raise RuntimeError(f"the unprivileged runner failed: {done.stderr[-2000:]}")
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+        self.last_maxrss_kb = answer.pop("maxrss_kb")
+        return answer
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

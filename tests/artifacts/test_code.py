@@ -93,9 +93,7 @@ def test_a_candidate_calls_the_model_through_skynet(tmp_path):
         with using(models), metering("i1") as meter:
             got = CodeArtifact(source=source).run({"code": source}, {"country": "France"})
         assert got == {"answer": "Paris", "keys": []}
-        assert server.requests[0]["messages"] == [
-            {"role": "user", "content": "Capital of France?"}
-        ]
+        assert server.requests[0]["messages"] == [{"role": "user", "content": "Capital of France?"}]
         assert server.requests[0]["max_tokens"] == 8
     obs = meter.observation()
     assert obs.model_calls == 1 and obs.input_tokens == 11 and obs.output_tokens == 1
