@@ -126,7 +126,7 @@ def _leaked(result: dict[str, Any]) -> bool:
 
 # -- the candidate sees no project file, data, store, environment ---------------------------
 def test_the_answers_are_unreadable(runner, project):
-    got = runner.run("read_answers", {"data_path": str(project / "data.jsonl")})
+    got = runner.run("read_answers", {"data_path": str(project / "data.jsonl")}, wall_s=60)
     assert "output" in got, got
     assert not _leaked(got)
 
