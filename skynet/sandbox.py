@@ -40,6 +40,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import selectors
@@ -223,8 +224,17 @@ def _interpreter() -> str:
     return os.path.realpath(base)
 
 
-def _system_binds() -> list[str]:
-    """Read-only binds for the interpreter: /usr (merged-/usr layout) and its own prefix."""
+@functools.cache
+def _interpreter_roots() -> tuple[str, ...]:
+    """The trees the interpreter needs besides /usr: its prefix and the folder of its binary."""
+    roots = {os.path.realpath(sys.base_prefix), os.path.dirname(os.path.dirname(_interpreter()))}
+    return tuple(sorted(root for root in roots if not _under(root, "/usr")))
+
+
+@functools.cache
+def _system_binds() -> tuple[str, ...]:
+    """Read-only binds for the interpreter: /usr (merged-/usr layout) and its own trees. The
+    same for every evaluation of this process: computed once."""
     args = ["--ro-bind", "/usr", "/usr"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         top = Path("/") / name
@@ -234,18 +244,9 @@ def _system_binds() -> list[str]:
             args += ["--ro-bind", str(top), str(top)]
     if Path("/etc/ld.so.cache").exists():
         args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
-    prefix = os.path.realpath(sys.base_prefix)
-    exe = _interpreter()
-    for root in {prefix, os.path.dirname(os.path.dirname(exe))}:
-        if not _under(root, "/usr"):
-            args += ["--ro-bind", root, root]
-    return args
-
-
-def _bound_roots() -> list[str]:
-    roots = ["/usr", os.path.realpath(sys.base_prefix)]
-    roots.append(os.path.dirname(os.path.dirname(_interpreter())))
-    return roots
+    for root in _interpreter_roots():
+        args += ["--ro-bind", root, root]
+    return tuple(args)
 
 
 def _masks(empty: Path, hidden: Sequence[Path]) -> list[str]:
@@ -257,7 +258,7 @@ def _masks(empty: Path, hidden: Sequence[Path]) -> list[str]:
         *hidden,
     ]
     args: list[str] = []
-    roots = _bound_roots()
+    roots = ("/usr", *_interpreter_roots())
     for path in candidates:
         real = os.path.realpath(path)
         if os.path.isdir(real) and any(_under(real, root) for root in roots):
@@ -303,21 +304,20 @@ def _bwrap_argv(
         "--remount-ro",
         "/",
         "--clearenv",
-        "--setenv",
-        "PATH",
-        "/usr/local/bin:/usr/bin:/bin",
-        "--setenv",
-        "HOME",
-        "/tmp",
-        "--setenv",
-        "LANG",
-        "C.UTF-8",
-        "--setenv",
-        "PYTHONHASHSEED",
-        "0",
-        "--",
     ]
-    return argv
+    for name, value in _environment("/tmp").items():
+        argv += ["--setenv", name, value]
+    return [*argv, "--"]
+
+
+def _environment(home: str) -> dict[str, str]:
+    """All a candidate's environment holds, sandboxed or not: no key, nothing of Skynet's."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": home,
+        "LANG": "C.UTF-8",
+        "PYTHONHASHSEED": "0",
+    }
 
 
 # -- the private folders on the host ---------------------------------------------------------
@@ -652,9 +652,8 @@ def run_python(
             cwd = inside
             where = str(inside)
         argv += ["-I", "-S", "-c", harness, str(write_out), rlimits, where]
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
-        if mode == "none":
-            env["HOME"] = str(inside)
+        # bwrap clears the environment and sets the candidate's inside the sandbox.
+        env = _environment("/tmp" if mode == "bwrap" else str(inside))
         with _serving(proxy, inside / "model.sock"):
             proc = subprocess.Popen(
                 argv,

@@ -119,14 +119,6 @@ class CodeArtifact:
     def components(self) -> dict[str, str]:
         return {COMPONENT: self.source}
 
-    @property
-    def timeout_s(self) -> float:
-        return self.limits.wall_s
-
-    @property
-    def memory_mb(self) -> int:
-        return self.limits.memory_mb
-
     def run(self, candidate: dict[str, str], input: dict[str, Any]) -> Any:
         """Run `candidate` on one input in a fresh sandbox; return its output.
 
@@ -213,7 +205,7 @@ def _why(code: int | None, limits: Limits, oom: bool) -> str:
     if code == 6:
         return "run(input) returned something that is not JSON"
     signum = -code if code < 0 else code - 128 if code > 128 else 0
-    if signum == signal.SIGXCPU or code == 128 + signal.SIGXCPU:
+    if signum == signal.SIGXCPU:
         return f"the candidate used more than its CPU time ({limits.rlimits()['RLIMIT_CPU'] - 1} s)"
     if signum == signal.SIGKILL:
         return (
