@@ -1,5 +1,6 @@
-"""A small scripted project shared by the CLI and engine tests: a model on the loopback server
-that names capitals only when the instruction asks for it, and a reflection that proposes that."""
+"""Small projects shared by the tests: a scripted capitals project (a model on the loopback server
+that names capitals only when the instruction asks for it, and a reflection that proposes that),
+and a code project whose items ask for the sum 0..n."""
 
 from __future__ import annotations
 
@@ -84,4 +85,43 @@ def make_project(root: Path, server_url: str, *, budget: int = 40, concurrency: 
         """
         )
     )
+    return root
+
+
+def _half(n: int) -> str:
+    return "val" if n % 2 else "train"
+
+
+def make_sum_code_project(
+    root: Path, *, code: str, metric: str, toml: str, split=_half, items: int = 12
+) -> Path:
+    """A code project: item n{k} has input n = k and expects total = 0 + 1 + ... + k.
+
+    Args:
+        code: code.py, the seed candidate.
+        metric: metric.py (dedented).
+        toml: skynet.toml after `[artifact] kind = "code"`, dedented: the rest of [artifact]
+            first, then any other sections.
+        split: the split of each n.
+    """
+    root.mkdir(parents=True)
+    with open(root / "data.jsonl", "w") as f:
+        for n in range(items):
+            row = {"id": f"n{n}", "n": n, "total": n * (n + 1) // 2, "split": split(n)}
+            f.write(json.dumps(row) + "\n")
+    (root / "code.py").write_text(code)
+    (root / "metric.py").write_text(textwrap.dedent(metric))
+    header = textwrap.dedent(
+        """
+        [data]
+        path = "data.jsonl"
+        inputs = ["n"]
+        outputs = ["total"]
+        split_column = "split"
+
+        [artifact]
+        kind = "code"
+        """
+    )
+    (root / "skynet.toml").write_text(header + textwrap.dedent(toml).lstrip("\n"))
     return root

@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from projects import BETTER, COUNTRIES, make_project, task_responder
+from projects import BETTER, COUNTRIES, make_project, make_sum_code_project, task_responder
 
 from skynet.cli import main
 from skynet.testing import reply
@@ -452,40 +452,19 @@ def test_eval_after_a_run_records_best_and_seed_in_that_run(tmp_path, scripted_s
 
 def make_code_eval_project(root: Path) -> Path:
     """A code project: run(input) sums 0..n. The metric raises on item n2 (a metric fault)."""
-    root.mkdir(parents=True)
-    with open(root / "data.jsonl", "w") as f:
-        for n in range(12):
-            split = "test" if n < 8 else ("train" if n % 2 else "val")
-            row = {"id": f"n{n}", "n": n, "total": n * (n + 1) // 2, "split": split}
-            f.write(json.dumps(row) + "\n")
-    (root / "code.py").write_text(HONEST)
-    (root / "metric.py").write_text(
-        textwrap.dedent(
-            """
+    return make_sum_code_project(
+        root,
+        code=HONEST,
+        metric="""
             def score(input, output, expected=None):
                 if input["n"] == 2:
                     raise ValueError("no grade for item 2")
                 right = isinstance(output, dict) and output.get("total") == expected["total"]
                 return float(right), {"feedback": "right" if right else "wrong"}
-            """
-        )
+            """,
+        toml="timeout_s = 10\n",
+        split=lambda n: "test" if n < 8 else ("train" if n % 2 else "val"),
     )
-    (root / "skynet.toml").write_text(
-        textwrap.dedent(
-            """
-            [data]
-            path = "data.jsonl"
-            inputs = ["n"]
-            outputs = ["total"]
-            split_column = "split"
-
-            [artifact]
-            kind = "code"
-            timeout_s = 10
-            """
-        )
-    )
-    return root
 
 
 # Right on every item but the hardest (n = 7).

@@ -3,9 +3,10 @@ reflection model as feedback, and the reward trades accuracy against measured sp
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import textwrap
+
+from projects import make_sum_code_project
 
 from skynet.cli import main
 from skynet.testing import reply
@@ -23,18 +24,10 @@ FIXED = "def run(input):\n    n = input['n']\n    return {'total': n * (n + 1) /
 
 
 def make_code_project(root, server_url):
-    root.mkdir()
-    with open(root / "data.jsonl", "w") as f:
-        for n in range(12):
-            split = "val" if n % 2 else "train"
-            f.write(
-                json.dumps({"id": f"n{n}", "n": n, "total": n * (n + 1) // 2, "split": split})
-                + "\n"
-            )
-    (root / "code.py").write_text(SEED)
-    (root / "metric.py").write_text(
-        textwrap.dedent(
-            """
+    return make_sum_code_project(
+        root,
+        code=SEED,
+        metric="""
         from skynet import reward
 
         REWARD_SPEC = {"weights": {"accuracy": 0.8, "speed": 0.2, "cost": 0},
@@ -43,20 +36,8 @@ def make_code_project(root, server_url):
         def score(input, output, expected=None):
             right = isinstance(output, dict) and output.get("total") == expected["total"]
             return reward(REWARD_SPEC, float(right), "right" if right else f"want {expected['total']}")
-        """
-        )
-    )
-    (root / "skynet.toml").write_text(
-        textwrap.dedent(
-            f"""
-        [data]
-        path = "data.jsonl"
-        inputs = ["n"]
-        outputs = ["total"]
-        split_column = "split"
-
-        [artifact]
-        kind = "code"
+        """,
+        toml=f"""
         timeout_s = 5
 
         [engine]
@@ -71,10 +52,8 @@ def make_code_project(root, server_url):
 
         [models.endpoints."openai/skynet-test"]
         api_base = "{server_url}"
-        """
-        )
+        """,
     )
-    return root
 
 
 def test_a_code_artifact_is_optimized_and_its_crashes_are_feedback(

@@ -3,12 +3,11 @@ the tokens it reports (counted with the same tokenizer a provider would use)."""
 
 from __future__ import annotations
 
-import json
 import textwrap
 from pathlib import Path
 
 import pytest
-from projects import BETTER, make_project, task_responder
+from projects import BETTER, make_project, make_sum_code_project, task_responder
 
 from skynet.cli import main
 from skynet.runs import RunStore
@@ -51,36 +50,18 @@ HOSTILE = textwrap.dedent(
 
 
 def _code_project(root: Path, server_url: str, *, max_side_info_chars: int = 2000) -> Path:
-    root.mkdir()
-    with open(root / "data.jsonl", "w") as f:
-        for n in range(12):
-            split = "val" if n % 2 else "train"
-            row = {"id": f"n{n}", "n": n, "total": n * (n + 1) // 2, "split": split}
-            f.write(json.dumps(row) + "\n")
-    (root / "code.py").write_text(HOSTILE)
-    (root / "metric.py").write_text(
-        textwrap.dedent(
-            """
+    return make_sum_code_project(
+        root,
+        code=HOSTILE,
+        metric="""
         def score(input, output, expected=None):
             right = isinstance(output, dict) and output.get("total") == expected["total"]
             return float(right), {"feedback": "right" if right else f"want {expected['total']}"}
 
         def key(expected):
             return {"total": expected["total"]}
-        """
-        )
-    )
-    (root / "skynet.toml").write_text(
-        textwrap.dedent(
-            f"""
-        [data]
-        path = "data.jsonl"
-        inputs = ["n"]
-        outputs = ["total"]
-        split_column = "split"
-
-        [artifact]
-        kind = "code"
+        """,
+        toml=f"""
         timeout_s = 20
         max_output_bytes = 5000000
 
@@ -103,10 +84,8 @@ def _code_project(root: Path, server_url: str, *, max_side_info_chars: int = 200
         [models.prices."{MODEL}"]
         input_per_mtok = 1.0
         output_per_mtok = 2.0
-        """
-        )
+        """,
     )
-    return root
 
 
 def _reflection_replies(body):

@@ -4,12 +4,12 @@ best_val) count a candidate's crash as 0 and leave a metric fault out, as the re
 from __future__ import annotations
 
 import io
-import json
 import re
 import textwrap
 from pathlib import Path
 
 import pytest
+from projects import make_sum_code_project
 
 from skynet.runner import open_project, run
 from skynet.runs import summarize
@@ -31,39 +31,17 @@ SEED = textwrap.dedent(
 
 
 def make_project(root: Path, server_url: str) -> Path:
-    root.mkdir()
-    with open(root / "data.jsonl", "w") as f:
-        for n in range(12):
-            row = {
-                "id": f"n{n}",
-                "n": n,
-                "total": n * (n + 1) // 2,
-                "split": "val" if n % 2 else "train",
-            }
-            f.write(json.dumps(row) + "\n")
-    (root / "code.py").write_text(SEED)
-    (root / "metric.py").write_text(
-        textwrap.dedent(
-            """
+    return make_sum_code_project(
+        root,
+        code=SEED,
+        metric="""
             def score(input, output, expected=None):
                 if isinstance(output, float):
                     raise ValueError("cannot grade a float")
                 right = output == expected["total"]
                 return float(right), {"feedback": "right" if right else "wrong"}
-            """
-        )
-    )
-    (root / "skynet.toml").write_text(
-        textwrap.dedent(
-            f"""
-            [data]
-            path = "data.jsonl"
-            inputs = ["n"]
-            outputs = ["total"]
-            split_column = "split"
-
-            [artifact]
-            kind = "code"
+            """,
+        toml=f"""
             timeout_s = 10
 
             [engine]
@@ -77,10 +55,8 @@ def make_project(root: Path, server_url: str) -> Path:
 
             [models.endpoints."openai/skynet-test"]
             api_base = "{server_url}"
-            """
-        )
+            """,
     )
-    return root
 
 
 def test_the_runs_val_mean_counts_a_crash_as_0_and_leaves_a_metric_fault_out(
