@@ -392,25 +392,17 @@ class Models:
             cost = None if price is None else price.cost(in_tok, out_tok)
             if reservation is not None:
                 self.budget.settle(reservation, cost)
-            cause = f"{type(exc).__name__}: {_short(exc)}"
-            self._record(
-                CallRecord(
-                    role=role,
-                    model=name,
-                    elapsed_ms=elapsed_ns / 1e6,
-                    input_tokens=in_tok,
-                    output_tokens=out_tok,
-                    cost_usd=cost,
-                    attempts=attempts,
-                    ok=False,
-                    error=cause,
-                    item_id=item_id,
-                )
-            )
-            raise ModelError(
-                f"model '{name}' ({role}) sent a reply Skynet cannot read: {cause}",
-                model=name,
+            raise self._failed(
+                role,
+                name,
+                exc,
+                "sent a reply Skynet cannot read",
                 attempts=attempts,
+                elapsed_ns=elapsed_ns,
+                item_id=item_id,
+                input_tokens=in_tok,
+                output_tokens=out_tok,
+                cost_usd=cost,
             ) from exc
         cost = None if price is None else price.cost(in_tok, out_tok)
         if reservation is not None:
@@ -468,6 +460,38 @@ class Models:
                 stacklevel=3,
             )
 
+    def _failed(
+        self,
+        role: str,
+        name: str,
+        exc: BaseException,
+        why: str,
+        *,
+        attempts: int,
+        elapsed_ns: int,
+        item_id: str | None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost_usd: float | None = None,
+    ) -> ModelError:
+        """Record a failed call in the role's ledger; the ModelError that says why."""
+        cause = f"{type(exc).__name__}: {_short(exc)}"
+        self._record(
+            CallRecord(
+                role=role,
+                model=name,
+                elapsed_ms=elapsed_ns / 1e6,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cost_usd=cost_usd,
+                attempts=attempts,
+                ok=False,
+                error=cause,
+                item_id=item_id,
+            )
+        )
+        return ModelError(f"model '{name}' ({role}) {why}: {cause}", model=name, attempts=attempts)
+
     def _send(
         self, role: str, name: str, send: Callable[[], Any], item_id: str | None
     ) -> tuple[Any, int, int, float]:
@@ -492,27 +516,19 @@ class Models:
                     elapsed_ns = _clock_ns() - started
                     transient = _transient(exc)
                     if not transient or attempts >= self.config.retry.max_attempts:
-                        cause = f"{type(exc).__name__}: {_short(exc)}"
                         why = (
                             f"failed after {attempts} attempt(s)"
                             if transient
                             else "failed (not retried: the error is not transient)"
                         )
-                        self._record(
-                            CallRecord(
-                                role=role,
-                                model=name,
-                                elapsed_ms=elapsed_ns / 1e6,
-                                attempts=attempts,
-                                ok=False,
-                                error=cause,
-                                item_id=item_id,
-                            )
-                        )
-                        raise ModelError(
-                            f"model '{name}' ({role}) {why}: {cause}",
-                            model=name,
+                        raise self._failed(
+                            role,
+                            name,
+                            exc,
+                            why,
                             attempts=attempts,
+                            elapsed_ns=elapsed_ns,
+                            item_id=item_id,
                         ) from exc
                     _sleep(self.config.retry.delay(attempts - 1, _retry_after(exc), self._rng))
 
