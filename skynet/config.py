@@ -322,6 +322,16 @@ class EngineConfig(_Section):
             "example; longer is cut with a note)"
         ),
     )
+    reflection_template: str = Field(
+        default="",
+        description='"gepa" (gepa\'s own template), "small" (the short one for tiny models) or '
+        "the path of a template file; empty: chosen by the reflection model",
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="a table of the engine's own options, by the engine's own names "
+        "(gepa: GEPAConfig section fields; dspy-gepa: dspy.GEPA arguments)",
+    )
 
 
 class BudgetConfig(_Section):

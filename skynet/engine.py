@@ -4,7 +4,7 @@ here, so the core never imports them at module level."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -51,6 +51,12 @@ class EngineContext:
         max_side_info_chars: each value shown to the reflection model (an output, feedback, an
             error) is cut to this many characters per example, with a note
             (skynet.side_info.cut_side_info).
+        options: [engine.options], the engine's own options by its own names; each engine
+            validates them against its own configuration (an unknown name is a ConfigError
+            naming the nearest known ones).
+        reflection_template: [engine] reflection_template ("gepa", "small", a file path, or ""
+            for the engine's choice by reflection model).
+        reflection_model: the name of the reflection model (the template choice depends on it).
 
     `evaluate`, `score_output` and `reflect` raise BudgetExhausted when a model call they need
     was refused by the money budget: no result exists for it. From then on `should_stop` is
@@ -79,6 +85,9 @@ class EngineContext:
     models: Any = None
     score_output: Callable[[Candidate, Item, Any, Any], Result] | None = None
     max_side_info_chars: int = DEFAULT_MAX_SIDE_INFO_CHARS
+    options: Mapping[str, Any] = field(default_factory=dict)
+    reflection_template: str = ""
+    reflection_model: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -713,6 +713,9 @@ def run(
         models=models,
         score_output=score_output,
         max_side_info_chars=cfg.engine.max_side_info_chars,
+        options=dict(cfg.engine.options),
+        reflection_template=cfg.engine.reflection_template,
+        reflection_model=models.config.model_for("reflection"),
     )
     outcome: EngineOutcome | None
     try:
