@@ -11,6 +11,12 @@ Each choice comes with its reason; the run prints them and stores them in the ru
   else "instance" (per val item).
 - Early stop: when the best val score has not improved for 3 (light), 5 (medium) or 8 (heavy)
   proposals.
+- Parallel proposals: gepa's loop evaluates one minibatch between sequential reflection calls,
+  which leaves most evaluation slots idle. Auto proposes N candidates per iteration from N
+  parents (gepa's IndependentSampling, "independent:N"), N = concurrency // minibatch to fill
+  the slots, at most train // minibatch (so each proposal reads its own train items), at
+  least 1. [engine.options] sampling_strategy (for dspy-gepa: gepa_kwargs.sampling_strategy)
+  wins.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ class AutoPlan:
     max_metric_calls: int | None  # None: keep the budget the user set
     frontier: str
     patience: int
+    sampling: str | None  # gepa's sampling_strategy in its string form; None: the user's
     reasons: tuple[str, ...]
 
 
@@ -41,6 +48,8 @@ def plan(
     minibatch_size: int,
     named_scores: bool,
     budget_set_by_user: int | None,
+    concurrency: int = 1,
+    sampling_set_by_user: bool = False,
 ) -> AutoPlan:
     """The Auto engine's choices for a run, each with its reason."""
     engine = "dspy-gepa" if kind == "dspy" else "gepa"
@@ -64,10 +73,27 @@ def plan(
     )
     patience = PATIENCE[level]
     reasons.append(f"early stop after {patience} proposals without a better val score ({level})")
+    sampling: str | None = None
+    if sampling_set_by_user:
+        reasons.append("proposals per iteration: sampling_strategy set in [engine.options]")
+    else:
+        fill = max(1, concurrency // minibatch)
+        cap = max(1, train // minibatch)
+        n = min(fill, cap)
+        sampling = f"independent:{n}" if n > 1 else None  # None: gepa's default, single
+        why = f"concurrency {concurrency} // minibatch {minibatch} = {fill}"
+        if cap < fill:
+            why += f", held to train {train} // minibatch {minibatch} = {cap}"
+        reasons.append(
+            f"{n} proposals per iteration from {n} parents (sampling {sampling}: {why})"
+            if n > 1
+            else f"one proposal per iteration (gepa's default: {why})"
+        )
     return AutoPlan(
         engine=engine,
         max_metric_calls=budget,
         frontier=frontier,
         patience=patience,
+        sampling=sampling,
         reasons=tuple(reasons),
     )

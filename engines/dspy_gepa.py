@@ -11,6 +11,10 @@ The feedback (and an error's text) is cut to ctx.max_side_info_chars per example
 (skynet.side_info), before dspy.GEPA puts it in a reflection prompt. A call the money budget
 refuses inside the program or the metric is one dspy.GEPA scores as a failure (nothing is
 recorded); its stop callback then ends the run, which takes its best from the records.
+
+dspy.GEPA runs with its own defaults (merge on, skip_perfect_score on, its own reflection prompt)
+unless [engine.options] names dspy.GEPA's own constructor arguments (engines.options). Skynet sets
+only what it owns: the budget, the reflection model, threads, the seed, and the stop callback.
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ from __future__ import annotations
 import logging
 from typing import Any, cast
 
+from engines.options import dspy_gepa_options
 from skynet.data import Item
-from skynet.engine import Candidate, EngineContext, EngineOutcome
+from skynet.engine import Candidate, EngineContext, EngineOutcome, EngineSettings
+from skynet.errors import ConfigError
 from skynet.side_info import cut_text
 
 __all__ = ["DspyGepaEngine"]
@@ -42,6 +48,26 @@ class DspyGepaEngine:
 
     def min_metric_calls(self, *, train: int, val: int, minibatch_size: int) -> int:
         return val + 2 * min(minibatch_size, train)
+
+    def choices(self, settings: EngineSettings) -> tuple[str, ...]:
+        if settings.reflection_template:
+            raise ConfigError(
+                f"[engine] reflection_template = '{settings.reflection_template}' applies to "
+                "the gepa engine; dspy.GEPA proposes with DSPy's own instruction prompt "
+                "(drop the key, or use engine 'gepa' on a prompt)"
+            )
+        options = dspy_gepa_options(settings.options)
+        said = ["reflection prompt: dspy.GEPA's own"]
+        if settings.options:
+            said.append(
+                "dspy.GEPA options: "
+                + ", ".join(f"{k} = {v!r}" for k, v in settings.options.items())
+            )
+        merge = options.get("use_merge", True)
+        said.append(
+            f"merge {'on' if merge else 'off'} ({'set' if 'use_merge' in options else 'dspy.GEPA default'})"
+        )
+        return tuple(said)
 
     def optimize(self, ctx: EngineContext) -> EngineOutcome:
         import dspy
@@ -113,19 +139,28 @@ class DspyGepaEngine:
             max_tokens=program_artifact.max_tokens,
             temperature=program_artifact.temperature,
         )
+        options = dspy_gepa_options(ctx.settings.options)
+        gepa_kwargs = dict(options.pop("gepa_kwargs", {}))
+        if ctx.frontier is not None:  # Auto's choice; gepa_kwargs.frontier_type wins
+            gepa_kwargs.setdefault("frontier_type", ctx.frontier)
+        # The embedded small models ramble to any limit; a real one gets its own, as in DSPy.
+        small = ctx.settings.reflection_model.startswith("local/")
         optimizer = dspy.GEPA(
             metric=metric,
             max_metric_calls=ctx.max_metric_calls,
             reflection_minibatch_size=min(ctx.minibatch_size, len(ctx.train)),
             # Typed as dspy.LM; any BaseLM serves at run time.
-            reflection_lm=cast(Any, SkynetLM(ctx.models, role="reflection", max_tokens=512)),
+            reflection_lm=cast(
+                Any,
+                SkynetLM(ctx.models, role="reflection", max_tokens=512 if small else None),
+            ),
             num_threads=ctx.concurrency,
             seed=ctx.seed,
             track_stats=True,
-            use_merge=False,
+            **options,
             gepa_kwargs={
+                **gepa_kwargs,
                 "stop_callbacks": [lambda state: ctx.should_stop()],
-                "frontier_type": ctx.frontier,
             },
         )
         # dspy.GEPA logs every iteration at INFO; Skynet's progress line says what matters.

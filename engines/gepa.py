@@ -18,20 +18,39 @@ a note (skynet.side_info). A call the money budget refuses stops the run: an eva
 is handed to GEPA as a failed example (never recorded; GEPA stops at its next check, and the run
 takes its best from the records), a refused reflection keeps the parent.
 
-GEPA's own log lines go to ctx.engine_log (the run folder's gepa.log), not to the terminal.
+The reflection prompt is gepa's own (`optimize_anything_reflection_prompt_template`, or gepa's
+builder when [engine] objective or background is set) for every reflection model but the
+embedded `local/...` ones, which get Skynet's short template; [engine] reflection_template
+overrides the choice ("gepa", "small" or a template file). [engine.options] sets GEPAConfig's own
+fields (engines.options); otherwise gepa's defaults hold. With a sampling strategy that proposes
+several candidates per iteration, their reflection calls go out in parallel (batch_complete).
+
+GEPA's own log lines go to ctx.engine_log (the run folder's engine.log), not to the terminal.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from engines.options import gepa_options
 from skynet.data import Item
-from skynet.engine import Candidate, EngineContext, EngineOutcome
-from skynet.errors import BudgetExhausted, ModelError
+from skynet.engine import Candidate, EngineContext, EngineOutcome, EngineSettings
+from skynet.errors import BudgetExhausted, ConfigError, ModelError
 from skynet.side_info import cut_side_info
 
-__all__ = ["GepaEngine", "REFLECTION_TEMPLATE", "CODE_REFLECTION_TEMPLATE", "reflection_template"]
+__all__ = [
+    "GepaEngine",
+    "REFLECTION_TEMPLATE",
+    "CODE_REFLECTION_TEMPLATE",
+    "reflection_template",
+    "TemplateChoice",
+    "choose_template",
+]
 
 # Short and plain on purpose: it must work for a 135M-parameter model as well as a large one.
 REFLECTION_TEMPLATE = """You improve an instruction given to an AI assistant.
@@ -79,7 +98,111 @@ def reflection_template(objective: str = "", background: str = "", kind: str = "
     return f"{head}\n{extra}\nCurrent {tail}"
 
 
-_CURRENT = re.compile(r"Current (?:instruction|program):\n```\n(.*?)\n```\n\nHow the ", re.S)
+@dataclass(frozen=True, slots=True)
+class TemplateChoice:
+    """The reflection prompt a run uses, and why.
+
+    Attributes:
+        name: "gepa", "small" or the template file's path.
+        text: the template handed to gepa; None for gepa's own (its default template, or its
+            builder's from objective and background, which optimize_anything makes itself).
+        reason: one line for the user and the run record.
+        max_tokens: the reflection reply's cap: 512 for the short template (small models
+            ramble to the limit), None (the model's own) otherwise, as raw gepa sends.
+    """
+
+    name: str
+    text: str | None
+    reason: str
+    max_tokens: int | None
+
+
+def choose_template(
+    setting: str, model: str, *, kind: str = "prompt", objective: str = "", background: str = ""
+) -> TemplateChoice:
+    """The reflection template for [engine] reflection_template = `setting` ("" = by model).
+
+    Raises:
+        ConfigError: a template file that cannot be read, lacks gepa's placeholders, or comes
+            with an objective or background (gepa takes a template or those, not both).
+    """
+    if setting == "small" or (not setting and model.startswith("local/")):
+        why = (
+            "set in the config"
+            if setting
+            else f"the reflection model {model} is an embedded small model"
+        )
+        return TemplateChoice(
+            "small",
+            reflection_template(objective, background, kind),
+            f"reflection prompt: Skynet's short template ({why})",
+            512,
+        )
+    if setting in ("", "gepa"):
+        built = " built from [engine] objective/background" if objective or background else ""
+        why = "set in the config" if setting else f"the reflection model is {model}"
+        return TemplateChoice(
+            "gepa", None, f"reflection prompt: gepa's own template{built} ({why})", None
+        )
+    path = Path(setting)
+    where = f"[engine] reflection_template ({path})"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(
+            f'{where}: cannot read the template ({reason}); give "gepa", "small" or the '
+            "path of a UTF-8 text file, relative to the project"
+        ) from None
+    missing = [p for p in ("<curr_param>", "<side_info>") if p not in text]
+    if missing:
+        raise ConfigError(
+            f"{where}: the template lacks {' and '.join(missing)}; gepa fills the current text "
+            "into <curr_param> and the examples with feedback into <side_info>"
+        )
+    if objective.strip() or background.strip():
+        raise ConfigError(
+            f"{where} comes with [engine] objective/background; gepa takes a template or those, "
+            "not both: write them into the template file, or drop the template"
+        )
+    return TemplateChoice(
+        str(path), text, f"reflection prompt: the template in {path} (set in the config)", None
+    )
+
+
+def _current_pattern(template: str) -> re.Pattern[str]:
+    """Reads the current text back out of a prompt made from `template` (for "unchanged")."""
+    pattern, seen = "", False
+    for part in re.split(r"(<curr_param>|<side_info>)", template):
+        if part == "<curr_param>":
+            pattern += "(?P=current)" if seen else "(?P<current>.*?)"
+            seen = True
+        elif part == "<side_info>":
+            pattern += ".*?"
+        else:
+            pattern += re.escape(part)
+    return re.compile(pattern + r"\Z", re.S)
+
+
+def _gepa_template(objective: str, background: str) -> str:
+    """The template gepa itself fills: its default, or its builder's."""
+    from gepa.optimize_anything import (
+        _build_reflection_prompt_template,
+        optimize_anything_reflection_prompt_template,
+    )
+
+    if objective or background:
+        return _build_reflection_prompt_template(objective=objective, background=background)
+    return optimize_anything_reflection_prompt_template
+
+
+def _tasks_per_iteration(strategy: Any) -> int:
+    """How many proposals gepa's sampling strategy makes per iteration."""
+    if strategy is None:
+        return 1
+    return max(1, int(getattr(strategy, "p", 1)) * int(getattr(strategy, "n", 1)))
+
+
 _DRAWS = 3
 _FAILURES_BEFORE_STOP = 3
 
@@ -93,11 +216,29 @@ def _extract(reply: str) -> str:
 class _Reflector:
     """GEPA's LanguageModel: prompt in, reply out, with failed proposals recorded and redrawn."""
 
-    def __init__(self, ctx: EngineContext) -> None:
+    def __init__(self, ctx: EngineContext, template: str, max_tokens: int | None) -> None:
         self.ctx = ctx
+        self.current = _current_pattern(template)
+        self.max_tokens = max_tokens
         self.total_cost = 0.0  # GEPA reads this; skynet keeps the real ledger
         self.failures_in_a_row = 0
         self.fatal: ModelError | None = None
+        self._lock = threading.Lock()
+
+    def batch_complete(self, messages_list: list[list[dict[str, Any]]]) -> list[str]:
+        """Several proposals' reflection calls at once (gepa's multi-proposal sampling)."""
+        if len(messages_list) <= 1:
+            return [self(m) for m in messages_list]
+        with ThreadPoolExecutor(max_workers=min(len(messages_list), 16)) as pool:
+            return list(pool.map(self, messages_list))
+
+    def _failed(self, exc: ModelError) -> bool:
+        """Counts a failure; True once reflection has failed too often in a row."""
+        with self._lock:
+            self.failures_in_a_row += 1
+            if self.failures_in_a_row >= _FAILURES_BEFORE_STOP:
+                self.fatal = self.fatal or exc
+            return self.fatal is not None
 
     def __call__(self, prompt: str | list[dict[str, Any]]) -> str:
         text = (
@@ -105,22 +246,21 @@ class _Reflector:
             if isinstance(prompt, str)
             else "\n\n".join(str(m.get("content", "")) for m in prompt)
         )
-        found = _CURRENT.search(text)
-        current = found.group(1).strip() if found else ""
+        found = self.current.match(text)
+        current = found.group("current").strip() if found else ""
         for draw in range(_DRAWS):
             try:
-                reply = self.ctx.reflect(text, draw)
+                reply = self.ctx.reflect(text, draw, self.max_tokens)
             except BudgetExhausted as exc:
                 self.ctx.record_proposal(status="failed", detail=f"draw {draw}: {exc}")
                 return f"```\n{current}\n```"  # the run stops at GEPA's next check
             except ModelError as exc:
                 self.ctx.record_proposal(status="failed", detail=f"draw {draw}: {exc}")
-                self.failures_in_a_row += 1
-                if self.failures_in_a_row >= _FAILURES_BEFORE_STOP:
-                    self.fatal = exc
+                if self._failed(exc):
                     break
                 continue
-            self.failures_in_a_row = 0
+            with self._lock:
+                self.failures_in_a_row = 0
             proposal = _extract(reply).strip()
             if not proposal:
                 self.ctx.record_proposal(
@@ -153,9 +293,10 @@ class _BudgetStopper:
 class _Plateau:
     """Stops once the best val score has not improved for `patience` iterations (proposals)."""
 
-    def __init__(self, ctx: EngineContext, patience: int) -> None:
+    def __init__(self, ctx: EngineContext, patience: int, per_iteration: int = 1) -> None:
         self.ctx = ctx
-        self.patience = patience
+        self.proposals = patience
+        self.patience = max(1, -(-patience // per_iteration))  # in iterations
         self.best: float | None = None
         self.since = 0
         self.seen = 0
@@ -168,7 +309,7 @@ class _Plateau:
         if iteration - self.since >= self.patience and iteration != self.seen:
             self.seen = iteration
             self.ctx.log(
-                f"auto: no better val score in {self.patience} proposals (best "
+                f"auto: no better val score in {self.proposals} proposals (best "
                 f"{self.best if self.best is not None else 0:.3f}); stopping early"
             )
             return True
@@ -194,10 +335,32 @@ class GepaEngine:
         # The seed on the whole val set, then one reflection step: parent and child on a minibatch.
         return val + 2 * min(minibatch_size, train)
 
+    def choices(self, settings: EngineSettings) -> tuple[str, ...]:
+        template = self._template(settings)
+        options = gepa_options(settings.options)
+        said = [template.reason]
+        if settings.options:
+            said.append(
+                "gepa options: " + ", ".join(f"{k} = {v!r}" for k, v in settings.options.items())
+            )
+        if options.merge is not None:
+            said.append("merge on ([engine.options])")
+        return tuple(said)
+
+    def _template(self, settings: EngineSettings) -> TemplateChoice:
+        return choose_template(
+            settings.reflection_template,
+            settings.reflection_model,
+            kind=settings.artifact_kind,
+            objective=settings.objective,
+            background=settings.background,
+        )
+
     def optimize(self, ctx: EngineContext) -> EngineOutcome:
         from gepa.optimize_anything import (
             EngineConfig,
             GEPAConfig,
+            MergeConfig,
             ReflectionConfig,
             TrackingConfig,
             optimize_anything,
@@ -225,7 +388,23 @@ class GepaEngine:
             side["Feedback"] = f"This example failed with an error: {result.error}"
             return 0.0, cut_side_info(side, limit)
 
-        reflector = _Reflector(ctx)
+        settings = ctx.settings
+        template = self._template(settings)
+        options = gepa_options(settings.options)
+        engine_options = dict(options.engine)
+        if ctx.frontier is not None:  # Auto's choice; [engine.options] frontier_type wins
+            engine_options.setdefault("frontier_type", ctx.frontier)
+        gepa_objective = settings.objective if template.name == "gepa" else ""
+        gepa_background = settings.background if template.name == "gepa" else ""
+        reflector = _Reflector(
+            ctx,
+            template.text or _gepa_template(gepa_objective, gepa_background),
+            template.max_tokens,
+        )
+        per_iteration = _tasks_per_iteration(engine_options.get("sampling_strategy"))
+        reflection_options: dict[str, Any] = {"reflection_lm": reflector, **options.reflection}
+        if template.text is not None:
+            reflection_options["reflection_prompt_template"] = template.text
         config = GEPAConfig(
             engine=EngineConfig(
                 seed=ctx.seed,
@@ -236,19 +415,17 @@ class GepaEngine:
                 track_best_outputs=False,
                 display_progress_bar=False,
                 capture_stdio=False,
-                frontier_type=ctx.frontier,  # type: ignore[arg-type]  # "instance" | "hybrid"
+                **engine_options,
             ),
             reflection=ReflectionConfig(
-                reflection_lm=reflector,
                 reflection_minibatch_size=min(ctx.minibatch_size, len(ctx.train)),
-                reflection_prompt_template=reflection_template(
-                    ctx.objective, ctx.background, ctx.artifact_kind
-                ),
+                **reflection_options,
             ),
             tracking=TrackingConfig(logger=_Log(ctx)),
+            merge=MergeConfig(**options.merge) if options.merge is not None else None,
             stop_callbacks=[
                 _BudgetStopper(ctx, reflector),
-                *([_Plateau(ctx, ctx.patience)] if ctx.patience else []),
+                *([_Plateau(ctx, ctx.patience, per_iteration)] if ctx.patience else []),
             ],
         )
         result = optimize_anything(
@@ -256,6 +433,8 @@ class GepaEngine:
             evaluator=evaluator,
             dataset=list(ctx.train),
             valset=list(ctx.val),
+            objective=gepa_objective or None,
+            background=gepa_background or None,
             config=config,
         )
         if reflector.fatal is not None:

@@ -80,7 +80,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from skynet.models import configure
-    from skynet.runner import open_project, self_test
+    from skynet.runner import engine_plan, open_project, self_test
 
     project = open_project(_project_dir(args), _overrides(args))
     configure(project.config.models_config(), base_dir=project.dir)
@@ -92,7 +92,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     )
     report = self_test(project)
     print(report.summary())
-    return EXIT_OK if report.ok else EXIT_USER
+    if not report.ok:
+        return EXIT_USER
+    print(f"engine ok · {engine_plan(project)}")  # the engine's options and template, checked
+    return EXIT_OK
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -13,9 +13,32 @@ from skynet.errors import ConfigError
 from skynet.evaluation import Result
 from skynet.side_info import DEFAULT_MAX_SIDE_INFO_CHARS
 
-__all__ = ["EngineContext", "EngineOutcome", "Engine", "ENGINES", "get_engine"]
+__all__ = ["EngineSettings", "EngineContext", "EngineOutcome", "Engine", "ENGINES", "get_engine"]
 
 Candidate = dict[str, str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineSettings:
+    """What the user said about the engine: enough for it to check its options and say its
+    choices before the run starts (Engine.choices), and to run by them.
+
+    Attributes:
+        options: [engine.options], the engine's own options by its own names; each engine
+            checks them against its own configuration (an unknown name is a ConfigError naming
+            the nearest known ones).
+        reflection_template: [engine] reflection_template: "gepa", "small", a template file's
+            path, or "" for the engine's choice by reflection model.
+        reflection_model: the reflection model's name (the template choice depends on it).
+    """
+
+    options: Mapping[str, Any] = field(default_factory=dict)
+    reflection_template: str = ""
+    reflection_model: str = ""
+    artifact_kind: str = "prompt"
+    objective: str = ""
+    background: str = ""
+    concurrency: int = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,7 +53,8 @@ class EngineContext:
             recorded (a resumed run pays nothing twice), and never raises for one item's failure
             (the Result carries the error); it raises only for run-level faults (the error share
             passed its limit).
-        reflect: one reflection-model call: (prompt text, draw index) in, reply text out.
+        reflect: one reflection-model call: (prompt text, draw index, max_tokens or None for
+            the model's own) in, reply text out.
         record_proposal: records what became of one proposal (status, detail, text).
         should_stop: True once the money or time budget is spent.
         max_metric_calls: the metric-call budget (None: no limit).
@@ -41,8 +65,10 @@ class EngineContext:
         log: one line of progress or explanation for the user.
         engine_log: the engine's own chatter (kept in the run folder, not shown).
         artifact_kind: "prompt", "code" or "dspy": what the texts are.
-        frontier: gepa's Pareto frontier: "instance" (per val item), or "hybrid" (items and
-            named objectives) when the metric returns named scores.
+        settings: what the user said about the engine (options, reflection template, objective,
+            background, concurrency, the artifact's kind).
+        frontier: gepa's Pareto frontier when Auto chose it ("instance" per val item, "hybrid"
+            with named objectives); None: the engine's own default.
         patience: stop after this many proposals without a better best val score (None: never).
         program: the DSPy program artifact (engines that run the program themselves).
         models: the run's model session (for engines that call models through other clients).
@@ -51,12 +77,6 @@ class EngineContext:
         max_side_info_chars: each value shown to the reflection model (an output, feedback, an
             error) is cut to this many characters per example, with a note
             (skynet.side_info.cut_side_info).
-        options: [engine.options], the engine's own options by its own names; each engine
-            validates them against its own configuration (an unknown name is a ConfigError
-            naming the nearest known ones).
-        reflection_template: [engine] reflection_template ("gepa", "small", a file path, or ""
-            for the engine's choice by reflection model).
-        reflection_model: the name of the reflection model (the template choice depends on it).
 
     `evaluate`, `score_output` and `reflect` raise BudgetExhausted when a model call they need
     was refused by the money budget: no result exists for it. From then on `should_stop` is
@@ -67,27 +87,25 @@ class EngineContext:
     train: Sequence[Item]
     val: Sequence[Item]
     evaluate: Callable[[Candidate, Item], Result]
-    reflect: Callable[[str, int], str]
+    reflect: Callable[[str, int, int | None], str]
     record_proposal: Callable[..., None]
     should_stop: Callable[[], bool]
     max_metric_calls: int | None
+    settings: EngineSettings = field(default_factory=EngineSettings)
     seed: int = 0
-    objective: str = ""
-    background: str = ""
     minibatch_size: int = 3
-    concurrency: int = 4
     log: Callable[[str], None] = print
     engine_log: Callable[[str], None] = lambda message: None
-    artifact_kind: str = "prompt"
-    frontier: str = "instance"
+    frontier: str | None = None
     patience: int | None = None
     program: Any = None
     models: Any = None
     score_output: Callable[[Candidate, Item, Any, Any], Result] | None = None
     max_side_info_chars: int = DEFAULT_MAX_SIDE_INFO_CHARS
-    options: Mapping[str, Any] = field(default_factory=dict)
-    reflection_template: str = ""
-    reflection_model: str = ""
+
+    @property
+    def concurrency(self) -> int:
+        return self.settings.concurrency
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,6 +127,15 @@ class Engine(Protocol):
 
     def min_metric_calls(self, *, train: int, val: int, minibatch_size: int) -> int:
         """The smallest metric-call budget with which the engine can propose even once."""
+        ...
+
+    def choices(self, settings: EngineSettings) -> tuple[str, ...]:
+        """What the engine will use that the user may not have said (a reflection prompt, its
+        options), one line each with the reason; printed and recorded before the run starts.
+
+        Raises:
+            ConfigError: a bad [engine.options] entry or reflection template.
+        """
         ...
 
     def optimize(self, ctx: EngineContext) -> EngineOutcome: ...

@@ -25,7 +25,14 @@ from skynet.artifacts.prompt import PromptArtifact, load_prompt, render_prompt
 from skynet.config import Config, load_config
 from skynet.contract import CheckReport, Metric, check_metric, load_metric
 from skynet.data import Dataset, Item, load_dataset
-from skynet.engine import Candidate, Engine, EngineContext, EngineOutcome, get_engine
+from skynet.engine import (
+    Candidate,
+    Engine,
+    EngineContext,
+    EngineOutcome,
+    EngineSettings,
+    get_engine,
+)
 from skynet.errors import BudgetExhausted, ConfigError, ContractError, SkynetError
 from skynet.evaluation import CANDIDATE_ERROR, Evaluation, Result, current_draw
 from skynet.mean import Mean, mean_of, mean_of_results
@@ -383,7 +390,8 @@ class _EnginePlan:
     name: str
     why: str
     max_metric_calls: int | None
-    frontier: str = "instance"
+    settings: EngineSettings
+    frontier: str | None = None  # None: the engine's own default
     patience: int | None = None
 
 
@@ -403,10 +411,62 @@ def _named_scores(project: Project) -> bool:
     return False
 
 
+def _engine_settings(project: Project, options: dict[str, Any]) -> EngineSettings:
+    cfg = project.config
+    template = cfg.engine.reflection_template
+    if template not in ("", "gepa", "small"):
+        template = str(project.dir / template)  # a template file, relative to the project
+    return EngineSettings(
+        options=options,
+        reflection_template=template,
+        reflection_model=project.config.models_config().model_for("reflection"),
+        artifact_kind=cfg.artifact.kind,
+        objective=cfg.engine.objective,
+        background=cfg.engine.background,
+        concurrency=cfg.engine.concurrency,
+    )
+
+
+def _sampling_set(options: dict[str, Any]) -> bool:
+    kwargs = options.get("gepa_kwargs")
+    return "sampling_strategy" in options or (
+        isinstance(kwargs, dict) and "sampling_strategy" in kwargs
+    )
+
+
+def _with_sampling(engine: str, options: dict[str, Any], sampling: str | None) -> dict[str, Any]:
+    """[engine.options] with Auto's sampling strategy where the user set none."""
+    if sampling is None:
+        return options
+    if engine == "dspy-gepa":
+        kwargs = options.get("gepa_kwargs")
+        return {
+            **options,
+            "gepa_kwargs": {
+                **(kwargs if isinstance(kwargs, dict) else {}),
+                "sampling_strategy": sampling,
+            },
+        }
+    return {**options, "sampling_strategy": sampling}
+
+
 def _resolve_engine(project: Project) -> _EnginePlan:
-    """The engine to run, its budget and settings, and why (recorded with the run and printed)."""
+    """The engine to run, its budget and settings, and why (recorded with the run and printed).
+
+    Raises:
+        ConfigError: the engine cannot take this artifact, or its options or reflection
+            template are wrong (checked by the engine, before anything is spent).
+    """
+    plan = _choose_engine(project)
+    engine = get_engine(plan.name)
+    said = engine.choices(plan.settings)
+    return dataclasses.replace(plan, why="; ".join((plan.why, *said)))
+
+
+def _choose_engine(project: Project) -> _EnginePlan:
     cfg = project.config
     name, kind = cfg.engine.name, cfg.artifact.kind
+    options = dict(cfg.engine.options)
     if name == "auto":
         import importlib
 
@@ -424,11 +484,14 @@ def _resolve_engine(project: Project) -> _EnginePlan:
             minibatch_size=cfg.engine.reflection_minibatch_size,
             named_scores=_named_scores(project),
             budget_set_by_user=user_budget,
+            concurrency=cfg.engine.concurrency,
+            sampling_set_by_user=_sampling_set(options),
         )
         return _EnginePlan(
             name=plan.engine,
             why="auto: " + "; ".join(plan.reasons),
             max_metric_calls=plan.max_metric_calls or cfg.budget.max_metric_calls,
+            settings=_engine_settings(project, _with_sampling(plan.engine, options, plan.sampling)),
             frontier=plan.frontier,
             patience=plan.patience,
         )
@@ -446,7 +509,17 @@ def _resolve_engine(project: Project) -> _EnginePlan:
         name=name,
         why=f"engine '{name}' named in the config",
         max_metric_calls=cfg.budget.max_metric_calls,
+        settings=_engine_settings(project, options),
     )
+
+
+def engine_plan(project: Project) -> str:
+    """The engine a run would use and why, with its options and reflection template checked.
+
+    Raises:
+        ConfigError: the engine cannot take this artifact, or a bad option or template.
+    """
+    return _resolve_engine(project).why
 
 
 def _start(project: Project) -> tuple[Models, _EnginePlan, Engine, int]:
@@ -467,10 +540,10 @@ def _start(project: Project) -> tuple[Models, _EnginePlan, Engine, int]:
         base_dir=project.dir,
     )
     models.check_budget_prices()  # before the self-test: a judge metric calls models
+    plan = _resolve_engine(project)  # the engine's options are checked before any model call
     report = self_test(project)
     if not report.ok:
         raise ContractError(report.summary(), check=report.failures[0].check)
-    plan = _resolve_engine(project)
     engine = get_engine(plan.name)
     needed = engine.min_metric_calls(
         train=len(project.dataset.train),
@@ -659,12 +732,12 @@ def run(
                 memo[key] = result
             return result
 
-    def reflect(prompt: str, draw: int) -> str:
+    def reflect(prompt: str, draw: int, max_tokens: int | None) -> str:
         reply = models.complete(
             "reflection",
             [{"role": "user", "content": prompt}],
             draw=draw,
-            max_tokens=512,  # an instruction, not an essay: small models ramble to the limit
+            max_tokens=max_tokens,
             temperature=0.0 if draw == 0 else 0.8,
             seed=draw,
         )
@@ -701,21 +774,15 @@ def run(
         max_metric_calls=budget,
         frontier=plan.frontier,
         patience=plan.patience,
+        settings=plan.settings,
         seed=cfg.engine.seed,
-        objective=cfg.engine.objective,
-        background=cfg.engine.background,
         minibatch_size=cfg.engine.reflection_minibatch_size,
-        concurrency=cfg.engine.concurrency,
         log=say,
         engine_log=engine_log,
-        artifact_kind=cfg.artifact.kind,
         program=_as_program(project) if engine_name == "dspy-gepa" else None,
         models=models,
         score_output=score_output,
         max_side_info_chars=cfg.engine.max_side_info_chars,
-        options=dict(cfg.engine.options),
-        reflection_template=cfg.engine.reflection_template,
-        reflection_model=models.config.model_for("reflection"),
     )
     outcome: EngineOutcome | None
     try:

@@ -8,7 +8,7 @@ import json
 import textwrap
 from pathlib import Path
 
-from skynet.testing import reply
+from skynet.testing import is_reflection, reply
 
 COUNTRIES = [
     ("France", "Paris"), ("Japan", "Tokyo"), ("Italy", "Rome"), ("Peru", "Lima"),
@@ -25,7 +25,7 @@ def task_responder(body):
     messages = body["messages"]
     system = next((m["content"] for m in messages if m["role"] == "system"), "")
     user = messages[-1]["content"]
-    if "improve an instruction" in user:  # a reflection call
+    if is_reflection(user):
         return reply(f"```\n{BETTER}\n```")
     country = user.removeprefix("Country: ").strip()
     if "capital" in system.lower():

@@ -18,7 +18,7 @@ import pytest
 from projects import BETTER, COUNTRIES, make_project, make_sum_code_project, task_responder
 
 from skynet.cli import main
-from skynet.testing import reply
+from skynet.testing import is_reflection, reply
 
 
 def runs_db(project: Path) -> sqlite3.Connection:
@@ -244,7 +244,7 @@ def test_a_failing_reflection_model_stops_the_run_with_exit_1(tmp_path, scripted
     from skynet.testing import fail
 
     def respond(body):
-        if "improve an instruction" in body["messages"][-1]["content"]:
+        if is_reflection(body):
             return fail(400)
         return task_responder(body)
 
@@ -335,9 +335,12 @@ def test_a_dollar_budget_stops_the_run_within_one_proposal(tmp_path, scripted_se
         evaluations = db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
         status = db.execute("SELECT status FROM runs").fetchone()[0]
     assert status == "finished" and evaluations < 400
-    # One proposal: a reflection call, the child on a minibatch of 3 and on the 8 val items.
+    # Reserved before sent: never past the budget. It stops within one proposal of it (a
+    # reflection call, the child on a minibatch of 3 and on the 8 val items) plus the refused
+    # call's worst case (its input and max_tokens 4,096 at $2 per million output tokens).
     one_proposal = 0.001 * (1 + 3 + 8)
-    assert 0.03 <= spent <= 0.03 + one_proposal + 1e-9, spent
+    assert 0.03 - one_proposal - 0.001 - 4096 * 2e-6 <= spent <= 0.03 + 1e-9, spent
+    assert "stopped: budget max_cost_usd = $0.03 reached" in capsys.readouterr().err
 
 
 def test_dry_run_plans_and_prices_without_recording_a_run(tmp_path, scripted_server, capsys):
@@ -360,7 +363,7 @@ def test_dry_run_plans_and_prices_without_recording_a_run(tmp_path, scripted_ser
     sent = Counter(
         json.dumps(r["messages"], sort_keys=True)
         for r in scripted_server.requests
-        if "improve an instruction" not in r["messages"][-1]["content"]
+        if not is_reflection(r)
     )
     assert max(sent.values()) == 1
 

@@ -33,7 +33,12 @@ class SkynetLM(dspy.BaseLM):
     """
 
     def __init__(
-        self, models: Models, role: str = "task", *, max_tokens: int = 512, temperature: float = 0.0
+        self,
+        models: Models,
+        role: str = "task",
+        *,
+        max_tokens: int | None = 512,
+        temperature: float = 0.0,
     ) -> None:
         super().__init__(
             model=models.config.model_for(role),

@@ -3,6 +3,7 @@
 - observing(): give observation(), service_cost() and reward() figures in a unit test.
 - ScriptedServer: a real loopback HTTP server speaking the OpenAI API from a script
   (pytest fixture: `scripted_server`, registered by the skynet pytest plugin).
+- is_reflection(text): whether a request is a reflection call (for a scripted responder).
 """
 
 from __future__ import annotations
@@ -14,7 +15,33 @@ from skynet.errors import SkynetError
 from skynet.measure import TESTING, Observation, in_evaluation, scoring
 from skynet.testing.server import MODEL, ScriptedServer, Step, fail, hang, reply
 
-__all__ = ["observing", "ScriptedServer", "Step", "reply", "fail", "hang", "MODEL"]
+__all__ = [
+    "observing",
+    "is_reflection",
+    "ScriptedServer",
+    "Step",
+    "reply",
+    "fail",
+    "hang",
+    "MODEL",
+]
+
+# The opening words of each reflection template a run may send: gepa's default, gepa's builder
+# (objective or background set), Skynet's short prompt and code templates.
+REFLECTION_OPENINGS = (
+    "I am optimizing a parameter in my system.",
+    "You are an expert optimization assistant.",
+    "You improve an instruction given to an AI assistant.",
+    "You improve a Python program.",
+)
+
+
+def is_reflection(text: object) -> bool:
+    """Whether a request's text (or its last message's content) is a reflection prompt."""
+    if isinstance(text, dict):  # a request body
+        messages = text.get("messages") or [{}]
+        text = messages[-1].get("content", "")
+    return isinstance(text, str) and text.lstrip().startswith(REFLECTION_OPENINGS)
 
 
 @contextlib.contextmanager

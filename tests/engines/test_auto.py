@@ -31,7 +31,33 @@ def test_plan_rules(kind, level, named, user, engine, budget, frontier):
     )
     assert (got.engine, got.max_metric_calls, got.frontier) == (engine, budget, frontier)
     assert got.patience == PATIENCE[level] and PROPOSALS[level] > 0
-    assert len(got.reasons) == 4 and all(r for r in got.reasons)
+    assert len(got.reasons) == 5 and all(r for r in got.reasons)
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "train", "user_set", "sampling", "said"),
+    [
+        (16, 30, False, "independent:5", "concurrency 16 // minibatch 3 = 5"),
+        (16, 8, False, "independent:2", "held to train 8 // minibatch 3 = 2"),
+        (4, 30, False, None, "concurrency 4 // minibatch 3 = 1"),
+        (16, 2, False, None, "held to train 2 // minibatch 2 = 1"),
+        (16, 30, True, None, "sampling_strategy set in [engine.options]"),
+    ],
+)
+def test_parallel_proposals_fill_the_evaluation_slots(concurrency, train, user_set, sampling, said):
+    got = plan(
+        kind="prompt",
+        level="light",
+        train=train,
+        val=8,
+        minibatch_size=3,
+        named_scores=False,
+        budget_set_by_user=None,
+        concurrency=concurrency,
+        sampling_set_by_user=user_set,
+    )
+    assert got.sampling == sampling
+    assert said in got.reasons[-1]
 
 
 def test_auto_choices_are_printed_and_recorded(tmp_path, scripted_server, capsys):

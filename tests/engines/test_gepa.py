@@ -8,14 +8,14 @@ import sqlite3
 from projects import BETTER, make_project, task_responder
 
 from skynet.cli import main
-from skynet.testing import reply
+from skynet.testing import is_reflection, reply
 
 
 def test_empty_and_unchanged_proposals_are_recorded_and_redrawn(tmp_path, scripted_server):
     seen_draws = []
 
     def respond(body):
-        if "improve an instruction" in body["messages"][-1]["content"]:
+        if is_reflection(body):
             seen_draws.append((body.get("temperature"), body.get("seed")))
             if len(seen_draws) == 1:
                 return reply("```\n```")  # what SmolLM2 often answers

@@ -11,7 +11,7 @@ from projects import BETTER, make_project, make_sum_code_project, task_responder
 
 from skynet.cli import main
 from skynet.runs import RunStore
-from skynet.testing import MODEL, ScriptedServer, reply
+from skynet.testing import MODEL, ScriptedServer, is_reflection, reply
 
 PAD = 2_000_000  # characters of output per item: the attack
 
@@ -216,7 +216,7 @@ def test_a_lone_surrogate_reply_is_in_the_ledger_and_the_run_store(tmp_path, bil
         assert run is not None and run.status == "finished"
         calls = store.calls(run.id)
         outputs = [e.output for e in store.evaluations(run.id)]
-    task_requests = [r for r in billing_server.requests if "improve an instruction" not in str(r)]
+    task_requests = [r for r in billing_server.requests if not is_reflection(r)]
     paid = [c for c in calls if c.ok and not c.cached]
     assert len(paid) == billing_server.request_count  # every paid call is recorded
     assert sum(c.role == "task" for c in paid) == len(task_requests)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from skynet.cli import main
 from skynet.reference_set import MARK_FILE
-from skynet.testing import reply
+from skynet.testing import is_reflection, reply
 
 FILMS = {
     "Iron Man": {"director": "Jon Favreau", "year": 2008, "cast": ["Robert Downey Jr.", "Gwyneth Paltrow"]},
@@ -33,7 +33,7 @@ ANSWERS = {
 
 def film_model(body):
     user = body["messages"][-1]["content"]
-    if "improve an instruction" in user:  # a reflection call
+    if is_reflection(user):
         return reply("```\nDescribe the film as one JSON object: director, year, cast.\n```")
     title = user.removeprefix("Film: ").strip()
     return reply(json.dumps(ANSWERS.get(title, {})))

@@ -11,7 +11,7 @@ import pytest
 
 from skynet.cli import main
 from skynet.models.local import parse_tool_calls, with_tools
-from skynet.testing import reply
+from skynet.testing import is_reflection, reply
 
 WEATHER = {
     "name": "get_weather",
@@ -78,7 +78,7 @@ def make_tool_project(root, server_url):
 
 def responder(body):
     messages = body["messages"]
-    if "improve an instruction" in messages[-1]["content"]:
+    if is_reflection(body):
         return reply("```\nAlways answer by calling the right tool.\n```")
     assert body["tools"][0]["function"]["name"] == "get_weather"  # the row's tools were sent
     system = messages[0]["content"]
