@@ -44,21 +44,21 @@ OWNED: dict[str, str] = {
     "max_full_evals": "[budget] max_metric_calls",
     "auto": '[budget] max_metric_calls (or [engine] name = "auto" with [engine] auto)',
     "reflection_lm": "[models] reflection",
-    "reflection_lm_kwargs": "[models] reflection and its [models.settings]",
+    "reflection_lm_kwargs": "[models] reflection and [models.endpoints.\"NAME\"]",
     "reflection_prompt_template": "[engine] reflection_template",
     "reflection_minibatch_size": "[engine] reflection_minibatch_size",
     "parallel": "[engine] concurrency",
     "max_workers": "[engine] concurrency",
     "num_threads": "[engine] concurrency",
-    "raise_on_exception": "nothing: Skynet records each item's error and aborts by max_error_share",
-    "run_dir": "nothing: the run's folder is .skynet/runs/RUN",
-    "log_dir": "nothing: the run's folder is .skynet/runs/RUN",
-    "logger": "nothing: gepa's log goes to .skynet/runs/RUN/engine.log",
-    "display_progress_bar": "nothing: Skynet shows its own progress line",
-    "capture_stdio": "nothing: Skynet measures and records each evaluation itself",
-    "use_cloudpickle": "nothing: Skynet runs code candidates in its own sandbox",
-    "track_stats": "nothing: Skynet needs dspy.GEPA's detailed results",
-    "track_best_outputs": "nothing: Skynet records every output in runs.db",
+    "raise_on_exception": "Skynet records each item's error and aborts by max_error_share",
+    "run_dir": "the run's folder is .skynet/runs/RUN",
+    "log_dir": "the run's folder is .skynet/runs/RUN",
+    "logger": "gepa's log goes to .skynet/runs/RUN/engine.log",
+    "display_progress_bar": "Skynet shows its own progress line",
+    "capture_stdio": "Skynet measures and records each evaluation itself",
+    "use_cloudpickle": "Skynet runs code candidates in its own sandbox",
+    "track_stats": "Skynet needs dspy.GEPA's detailed results",
+    "track_best_outputs": "Skynet records every output in runs.db",
     "max_reflection_cost": "[budget] max_cost_usd",
     "metric": "metric.py",
     "stop_callbacks": "[budget] (max_metric_calls, max_cost_usd, max_minutes)",
@@ -211,8 +211,14 @@ def _unknown(option: str, known: list[str], engine: str) -> ConfigError:
     return ConfigError(f"{_WHERE} {option} is not an option of {engine}; {hint}")
 
 
-def _owned(option: str) -> ConfigError:
-    return ConfigError(f"{_WHERE} {option} is set by Skynet; use {OWNED[option]} instead")
+def _owned(option: str, name: str = "") -> ConfigError:
+    return ConfigError(f"{_WHERE} {name or option} is set by Skynet; {_owner(option)}")
+
+
+def _owner(option: str) -> str:
+    """Where the user sets an option Skynet owns, or why Skynet keeps it."""
+    where = OWNED[option]
+    return f"use {where} instead" if where.startswith(("[", "metric.py")) else where
 
 
 # -- gepa --------------------------------------------------------------------------------------
@@ -363,7 +369,7 @@ def _gepa_kwargs(
     for option, item in value.items():
         name = f"gepa_kwargs.{option}"
         if option in OWNED:
-            raise ConfigError(f"{_WHERE} {name} is set by Skynet; use {OWNED[option]} instead")
+            raise _owned(option, name)
         if option in passed and option in dspy_fields:
             raise ConfigError(
                 f"{_WHERE} {name} is one of dspy.GEPA's own arguments; set {option} directly"
@@ -374,3 +380,93 @@ def _gepa_kwargs(
             raise ConfigError(f"{_WHERE} {name} is not an argument of gepa.optimize; {hint}")
         out[option] = _check_one(name, item, fields[option], "gepa.optimize")
     return out
+
+
+# -- the table in docs/engines.md --------------------------------------------------------------
+
+
+def _default_text(value: Any) -> str:
+    if isinstance(value, str):
+        return f'`"{value}"`' if "\n" not in value else "gepa's template (see above)"
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, int | float):
+        return f"`{value}`"
+    return f"`{type(value).__name__}`"
+
+
+def _row(option: str, default: str, accepts: _Accepts) -> str:
+    if option in OWNED:
+        takes = f"set by Skynet: {_owner(option)}"
+    elif option in STRATEGY_FORMS:
+        takes = STRATEGY_FORMS[option].replace("|", "or")
+    else:
+        takes = (
+            _describe(accepts) if (accepts.literals or set(accepts.kinds) - {type(None)}) else ""
+        )
+        takes = takes or "a Python object (not settable from skynet.toml)"
+    return f"| `{option}` | {default} | {takes.replace('|', 'or')} |"
+
+
+def options_table() -> str:
+    """The options tables of docs/engines.md, read from the installed gepa and dspy."""
+    import dspy
+    import gepa.optimize_anything as oa
+
+    lines = [
+        "### gepa (GEPAConfig sections)",
+        "",
+        "| option | gepa's default | takes |",
+        "|---|---|---|",
+    ]
+    fields = _gepa_fields()
+    for section, cls in (
+        ("engine", oa.EngineConfig),
+        ("reflection", oa.ReflectionConfig),
+        ("merge", oa.MergeConfig),
+        ("refiner", oa.RefinerConfig),
+    ):
+        lines.append(f"| **{cls.__name__}** | | |")
+        for f in dataclasses.fields(cls):
+            if f.name == "max_workers":
+                default = "cpu count"
+            elif f.default is not dataclasses.MISSING:
+                default = _default_text(f.default)
+            else:
+                default = _default_text(f.default_factory())  # type: ignore[misc]
+            if section == "refiner":
+                lines.append(
+                    f"| `{f.name}` | {default} | refused: gepa's refiner is not supported |"
+                )
+            else:
+                lines.append(_row(f.name, default, fields[f.name][1]))
+    lines.append("| **GEPAConfig** | | |")
+    lines.append("| `merge` | none (off) | true or false (a MergeConfig field set turns it on) |")
+    lines.append("| `refiner` | none (off) | refused: gepa's refiner is not supported |")
+    lines += [
+        "",
+        "### dspy-gepa (dspy.GEPA's arguments)",
+        "",
+        "| option | dspy.GEPA's default | takes |",
+        "|---|---|---|",
+    ]
+    dspy_fields = _signature_fields(dspy.GEPA.__init__, {"self"})
+    for name, param in inspect.signature(dspy.GEPA.__init__).parameters.items():
+        if name not in dspy_fields:
+            continue
+        default = (
+            "required" if param.default is inspect.Parameter.empty else _default_text(param.default)
+        )
+        if name == "gepa_kwargs":
+            lines.append(
+                f"| `{name}` | none | a table of gepa.optimize's own arguments, e.g. `frontier_type`, `sampling_strategy` |"
+            )
+        else:
+            lines.append(_row(name, default, dspy_fields[name]))
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(options_table(), end="")
