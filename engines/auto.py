@@ -13,9 +13,10 @@ Each choice comes with its reason; the run prints them and stores them in the ru
   proposals.
 - Parallel proposals: gepa's loop evaluates one minibatch between sequential reflection calls,
   which leaves most evaluation slots idle. Auto proposes N candidates per iteration from N
-  parents (gepa's IndependentSampling, "independent:N"), N = concurrency // minibatch to fill
-  the slots, at most train // minibatch (so each proposal reads its own train items), at
-  least 1. [engine.options] sampling_strategy (for dspy-gepa: gepa_kwargs.sampling_strategy)
+  parents (gepa's IndependentSampling, "independent:N"), N = slots // minibatch to fill the
+  slots, at most train // minibatch (so each proposal reads its own train items), at least 1.
+  The slots are the concurrency, or fewer when the task model takes fewer calls at once (its
+  max_concurrent; the embedded model takes one). [engine.options] sampling_strategy (for dspy-gepa: gepa_kwargs.sampling_strategy)
   wins.
 """
 
@@ -49,6 +50,7 @@ def plan(
     named_scores: bool,
     budget_set_by_user: int | None,
     concurrency: int = 1,
+    task_slots: tuple[int, str] | None = None,
     sampling_set_by_user: bool = False,
 ) -> AutoPlan:
     """The Auto engine's choices for a run, each with its reason."""
@@ -77,11 +79,17 @@ def plan(
     if sampling_set_by_user:
         reasons.append("proposals per iteration: sampling_strategy set in [engine.options]")
     else:
-        fill = max(1, concurrency // minibatch)
+        slots, slots_why = concurrency, f"concurrency {concurrency}"
+        if task_slots is not None and task_slots[0] < concurrency:
+            slots = task_slots[0]
+            slots_why = (
+                f"{task_slots[1]} takes {slots} call(s) at once (below concurrency {concurrency})"
+            )
+        fill = max(1, slots // minibatch)
         cap = max(1, train // minibatch)
         n = min(fill, cap)
         sampling = f"independent:{n}" if n > 1 else None  # None: gepa's default, single
-        why = f"concurrency {concurrency} // minibatch {minibatch} = {fill}"
+        why = f"{slots_why} // minibatch {minibatch} = {fill}"
         if cap < fill:
             why += f", held to train {train} // minibatch {minibatch} = {cap}"
         reasons.append(

@@ -427,6 +427,15 @@ def _engine_settings(project: Project, options: dict[str, Any]) -> EngineSetting
     )
 
 
+def _task_slots(project: Project) -> tuple[int, str] | None:
+    """How many calls the task model takes at once, and its name (None: no task model)."""
+    if project.config.artifact.kind == "code":
+        return None  # each evaluation is a sandboxed process; its model calls are its own
+    models = project.config.models_config()
+    task = models.model_for("task")
+    return models.settings_for(task).max_concurrent, task
+
+
 def _sampling_set(options: dict[str, Any]) -> bool:
     kwargs = options.get("gepa_kwargs")
     return "sampling_strategy" in options or (
@@ -485,6 +494,7 @@ def _choose_engine(project: Project) -> _EnginePlan:
             named_scores=_named_scores(project),
             budget_set_by_user=user_budget,
             concurrency=cfg.engine.concurrency,
+            task_slots=_task_slots(project),
             sampling_set_by_user=_sampling_set(options),
         )
         return _EnginePlan(

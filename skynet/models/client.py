@@ -124,6 +124,16 @@ class ModelsConfig:
             return self.metric or self.reflection
         return getattr(self, role)
 
+    def settings_for(self, model: str) -> ModelSettings:
+        """The model's settings: declared, else the defaults (embedded: one call at a time)."""
+        found = self.settings.get(model)
+        if found is not None:
+            return found
+        if model.startswith("local/"):
+            # One llama.cpp context per process: calls queue in the governor, not in the lock.
+            return ModelSettings(max_concurrent=1, price=Price(input_per_mtok=0, output_per_mtok=0))
+        return ModelSettings()
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Reply:
@@ -224,13 +234,7 @@ class Models:
 
     # -- settings -------------------------------------------------------------------------
     def settings(self, model: str) -> ModelSettings:
-        found = self.config.settings.get(model)
-        if found is not None:
-            return found
-        if model.startswith("local/"):
-            # One llama.cpp context per process: calls queue in the governor, not in the lock.
-            return ModelSettings(max_concurrent=1, price=Price(input_per_mtok=0, output_per_mtok=0))
-        return ModelSettings()
+        return self.config.settings_for(model)
 
     def price(self, model: str) -> Price | None:
         declared = self.settings(model).price
