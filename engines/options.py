@@ -44,7 +44,7 @@ OWNED: dict[str, str] = {
     "max_full_evals": "[budget] max_metric_calls",
     "auto": '[budget] max_metric_calls (or [engine] name = "auto" with [engine] auto)',
     "reflection_lm": "[models] reflection",
-    "reflection_lm_kwargs": "[models] reflection and [models.endpoints.\"NAME\"]",
+    "reflection_lm_kwargs": '[models] reflection and [models.endpoints."NAME"]',
     "reflection_prompt_template": "[engine] reflection_template",
     "reflection_minibatch_size": "[engine] reflection_minibatch_size",
     "parallel": "[engine] concurrency",

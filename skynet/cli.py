@@ -78,6 +78,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# What `skynet check` calls each artifact kind when it says it loaded.
+_ARTIFACT_NAMES = {"prompt": "prompt", "code": "code", "dspy": "program"}
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from skynet.models import configure
     from skynet.runner import engine_plan, open_project, self_test
@@ -87,7 +91,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     ds = project.dataset
     print(
         f"config ok · data ok: {len(ds.train)} train / {len(ds.val)} val / {len(ds.test)} test "
-        f"items · prompt ok: {', '.join(project.artifact.components)} · metric loaded "
+        f"items · {_ARTIFACT_NAMES[project.config.artifact.kind]} ok: "
+        f"{', '.join(project.artifact.components)} · metric loaded "
         f"(score/{project.metric.arity})"
     )
     report = self_test(project)
@@ -575,7 +580,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-metric-calls", type=int, help="budget.max_metric_calls")
     p.add_argument("--max-cost-usd", type=float, help="budget.max_cost_usd")
     p.add_argument("--max-minutes", type=float, help="budget.max_minutes")
-    p.add_argument("--engine", help="engine.name: gepa | auto")
+    p.add_argument("--engine", help="engine.name: gepa | dspy-gepa | auto")
     p.add_argument("--seed", type=int, help="engine.seed")
     p.add_argument("--concurrency", type=int, help="engine.concurrency")
     p.set_defaults(func=cmd_run)

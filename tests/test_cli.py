@@ -38,6 +38,15 @@ def test_init_writes_a_project_that_checks(tmp_path, capsys):
     assert main(["init", str(tmp_path / "p")]) == 2  # never overwrites
 
 
+def test_examples_capitals_is_the_starter_as_a_real_folder(tmp_path):
+    # A real folder (a symlink becomes a dangling link under `cp -r`), equal to what init writes.
+    example = Path(__file__).resolve().parents[1] / "examples" / "capitals"
+    assert not example.is_symlink()
+    assert main(["init", str(tmp_path / "p")]) == 0
+    for written in (tmp_path / "p").iterdir():
+        assert (example / written.name).read_bytes() == written.read_bytes(), written.name
+
+
 def test_run_show_eval_end_to_end(tmp_path, scripted_server, capsys):
     scripted_server.responder = task_responder
     project = make_project(tmp_path / "p", scripted_server.url)
