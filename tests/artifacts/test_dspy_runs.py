@@ -120,7 +120,7 @@ def test_a_dspy_program_is_optimized_metered_and_saved_in_dspys_format(tmp_path,
     assert metered[0] == 1 and metered[1] > 0  # DSPy's call went through the meter, priced
 
 
-def test_dspy_gepa_engine_scores_each_output_once(tmp_path, scripted_server):
+def test_dspy_gepa_engine_scores_each_output_once(tmp_path, scripted_server, capsys):
     scripted_server.responder = responder
     project = make_dspy_project(tmp_path / "p", scripted_server.url)
     counter = project / "calls.txt"
@@ -144,6 +144,9 @@ def test_dspy_gepa_engine_scores_each_output_once(tmp_path, scripted_server):
     toml.write_text(toml.read_text().replace('name = "gepa"', 'name = "auto"'))
     counter.write_text("")
     assert main(["-C", str(project), "check"]) == 0
+    checked = capsys.readouterr().out
+    assert "program ok: " in checked and "prompt ok" not in checked
+    assert "engine ok · auto: engine dspy-gepa" in checked and "merge on" in checked
     assert counter.read_text() == ""  # the self-test scored no program output
     assert main(["-C", str(project), "run"]) == 0
     scored = counter.read_text().splitlines()
