@@ -12,6 +12,7 @@ import hashlib
 import json
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -395,6 +396,19 @@ class _EnginePlan:
     patience: int | None = None
 
 
+# The failures of the model or the network (after the model layer's retries) and of the
+# sandbox's start: the item was never really tried, so a resumed run tries it again.
+_TRANSIENT = ("skynet.errors.ModelError:", "skynet.artifacts.code.SandboxFailed:")
+
+
+def _transient(result: Result) -> bool:
+    """Whether a recorded error was the model's, the network's or the sandbox's, not final."""
+    if result.ok or result.error_kind == CANDIDATE_ERROR or not result.traceback:
+        return False
+    lines = result.traceback.strip().splitlines()
+    return bool(lines) and lines[-1].startswith(_TRANSIENT)
+
+
 def _named_scores(project: Project) -> bool:
     """Whether the metric returns named scores (asked once, on the first item's answer key)."""
     items = [*project.dataset.val, *project.dataset.train]
@@ -671,6 +685,25 @@ def run(
     started = _monotonic()
 
     faults = 0
+    # What the model or the network failed on in an earlier process is not final: a resumed
+    # run asks again (once each), after the endpoint was fixed. Other errors stand.
+    retry: set[tuple[str, str]] = (
+        {(e.candidate_id, e.item_id) for e in store.evaluations(run_id) if _transient(e.result())}
+        if resume
+        else set()
+    )
+    # A resumed engine replays its proposals (from the call cache): those are recorded once.
+    replayed_proposals = Counter(
+        (p.status, p.detail, p.text) for p in (store.proposals(run_id) if resume else [])
+    )
+
+    def record_proposal(*, status: str, detail: str, text: str = "") -> None:
+        with lock:
+            key = (status, detail, text)
+            if replayed_proposals[key] > 0:
+                replayed_proposals[key] -= 1
+                return
+        store.record_proposal(run_id, parent_id=None, status=status, detail=detail, text=text)
 
     def recorded(
         candidate: Candidate, item: Item, make: Callable[[], Result], output: Any = _ANY
@@ -684,6 +717,13 @@ def run(
             known.add(cid)
         result = store.find_evaluation(run_id, cid, item.id, metric_hash)
         replayed = result is not None and (output is _ANY or result.output == output)
+        if result is not None and replayed and retry:
+            with lock:
+                again = (cid, item.id) in retry
+                retry.discard((cid, item.id))
+            if again:
+                store.forget_evaluation(run_id, cid, item.id, metric_hash)
+                replayed = False
         if result is None or not replayed:
             result = make()
             store.record_evaluation(
@@ -713,11 +753,17 @@ def run(
         with lock:
             errors, calls = faults, progress.calls
         if calls >= MIN_EVALUATIONS_BEFORE_ABORT and errors / calls > cfg.engine.max_error_share:
+            command = f"`skynet run --resume {run_id}`"
+            fix = (
+                f"Fix the model's endpoint, then resume with {command}: what the model failed "
+                "on is asked again (its [models.endpoints] settings may change)"
+                if _transient(result)
+                else f"Fix the metric or the artifact, then resume with {command}"
+            )
             raise RunAborted(
                 f"{errors} of {calls} evaluations failed (more than "
                 f"{cfg.engine.max_error_share:.0%}); the last: {result.error or 'see the records'}. "
-                "Fix the metric or the model, then resume with "
-                f"`skynet run --resume {run_id}`"
+                f"{fix}"
             )
         return result
 
@@ -779,7 +825,7 @@ def run(
         val=val,
         evaluate=evaluate,
         reflect=reflect,
-        record_proposal=lambda **kw: store.record_proposal(run_id, parent_id=None, **kw),
+        record_proposal=record_proposal,
         should_stop=should_stop,
         max_metric_calls=budget,
         frontier=plan.frontier,

@@ -494,7 +494,20 @@ class Models:
                 item_id=item_id,
             )
         )
-        return ModelError(f"model '{name}' ({role}) {why}: {cause}", model=name, attempts=attempts)
+        return ModelError(
+            f"model '{name}' ({role}){self._endpoint(name)} {why}: {cause}",
+            model=name,
+            attempts=attempts,
+        )
+
+    def _endpoint(self, name: str) -> str:
+        """Where the model is reached, for an error message: " at URL", or ""."""
+        if name.startswith("local/"):
+            return " (embedded)"
+        api_base = self.settings(name).api_base
+        if api_base:
+            return f" at {api_base}"
+        return f" at {name.split('/', 1)[0]}'s default endpoint"
 
     def _send(
         self, role: str, name: str, send: Callable[[], Any], item_id: str | None

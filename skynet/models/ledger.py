@@ -75,9 +75,9 @@ class Ledger:
             calls=len(calls),
             failed_calls=len(calls) - len(ok),
             cached_calls=sum(c.cached for c in ok),
-            input_tokens=sum(c.input_tokens for c in ok),
-            output_tokens=sum(c.output_tokens for c in ok),
-            # A cached call is not paid again: it adds no spend.
+            # A cached call is not sent or paid again: it adds no tokens and no spend.
+            input_tokens=sum(c.input_tokens for c in ok if not c.cached),
+            output_tokens=sum(c.output_tokens for c in ok if not c.cached),
             cost_usd=sum(c.cost_usd for c in ok if c.cost_usd is not None and not c.cached),
             unpriced_calls=sum(c.cost_usd is None for c in ok),
             elapsed_ms=sum(c.elapsed_ms for c in calls),

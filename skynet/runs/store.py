@@ -786,6 +786,17 @@ class RunStore:
             repetitions=tuple(json.loads(r["repetitions"])),
         )
 
+    def forget_evaluation(
+        self, run_id: str, candidate_id: str, item_id: str, metric_hash: str
+    ) -> None:
+        """Drop a recorded evaluation so it can be made again (a resumed run retries what the
+        model or the network failed on)."""
+        self._write(
+            "DELETE FROM evaluations WHERE run_id = ? AND candidate_id = ? AND item_id = ? "
+            "AND metric_hash = ?",
+            (run_id, candidate_id, item_id, metric_hash),
+        )
+
     def find_evaluation(
         self, run_id: str, candidate_id: str, item_id: str, metric_hash: str
     ) -> Result | None:
@@ -869,8 +880,9 @@ class RunStore:
     def cost_by_role(self, run_id: str) -> dict[str, LedgerTotals]:
         """Totals of the run's model calls per role, the same sums a live Ledger makes.
 
-        task, reflection and metric are always present. cost_usd adds the priced calls that
-        were not served from the cache; unpriced_calls counts the calls with no known price.
+        task, reflection and metric are always present. Tokens and cost_usd add the calls that
+        were not served from the cache (a replay pays nothing and sends nothing); unpriced_calls
+        counts the calls with no known price.
         """
         rows = self._query(
             """
@@ -878,8 +890,10 @@ class RunStore:
                 COUNT(*) AS calls,
                 SUM(ok = 0) AS failed_calls,
                 SUM(ok = 1 AND cached = 1) AS cached_calls,
-                SUM(CASE WHEN ok = 1 THEN input_tokens ELSE 0 END) AS input_tokens,
-                SUM(CASE WHEN ok = 1 THEN output_tokens ELSE 0 END) AS output_tokens,
+                SUM(CASE WHEN ok = 1 AND cached = 0 THEN input_tokens ELSE 0 END)
+                    AS input_tokens,
+                SUM(CASE WHEN ok = 1 AND cached = 0 THEN output_tokens ELSE 0 END)
+                    AS output_tokens,
                 SUM(CASE WHEN ok = 1 AND cached = 0 AND cost_usd IS NOT NULL
                     THEN cost_usd ELSE 0 END) AS cost_usd,
                 SUM(ok = 1 AND cost_usd IS NULL) AS unpriced_calls,

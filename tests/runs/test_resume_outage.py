@@ -1,0 +1,90 @@
+"""Resume after an outage: what the model failed on is asked again once the endpoint is fixed,
+nothing recorded is paid twice, and replayed proposals are recorded once."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections import Counter
+
+from projects import make_project, task_responder
+
+from skynet.cli import main
+from skynet.testing import fail, is_reflection
+
+
+class Outage:
+    """The scripted model, down (503, no wait) for task calls from the `after`-th one on."""
+
+    def __init__(self, after: int) -> None:
+        self.after = after
+        self.down = True
+        self.task_calls = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, body):
+        if not is_reflection(body):
+            with self._lock:
+                self.task_calls += 1
+                failing = self.down and self.task_calls > self.after
+            if failing:
+                return fail(503, retry_after=0)
+        return task_responder(body)
+
+
+def _rows(project):
+    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
+        run_id, status, error = db.execute("SELECT id, status, error FROM runs").fetchone()
+        errors = db.execute("SELECT COUNT(*) FROM evaluations WHERE error IS NOT NULL").fetchone()[
+            0
+        ]
+        proposals = Counter(
+            status for (status,) in db.execute("SELECT status FROM proposals ORDER BY seq")
+        )
+        candidates = [c for (c,) in db.execute("SELECT id FROM candidates ORDER BY rowid")]
+        paid = db.execute(
+            "SELECT COUNT(*) FROM calls WHERE cached = 0 AND ok = 1 AND role = 'task'"
+        ).fetchone()[0]
+    return run_id, status, error, errors, proposals, candidates, paid
+
+
+def test_a_run_aborted_by_an_outage_resumes_once_the_endpoint_is_fixed(
+    tmp_path, scripted_server, capsys
+):
+    # The same project, run once without an outage: what the resumed run must end up with.
+    scripted_server.responder = task_responder
+    calm = make_project(tmp_path / "calm", scripted_server.url, budget=60)
+    assert main(["-C", str(calm), "run"]) == 0
+    *_, calm_proposals, calm_candidates, calm_paid = _rows(calm)
+
+    outage = Outage(after=20)  # the seed's val items and a first proposal, then down
+    scripted_server.responder = outage
+    first = scripted_server.request_count
+    project = make_project(tmp_path / "p", scripted_server.url, budget=60)
+    assert main(["-C", str(project), "run"]) == 2
+    err = capsys.readouterr().err
+    assert "evaluations failed" in err
+    assert f"at {scripted_server.url}" in err  # the endpoint that failed, by its URL
+    assert "Fix the model's endpoint" in err and "then resume with `skynet run --resume" in err
+    run_id, status, _, errors, *_ = _rows(project)
+    assert status == "aborted" and errors >= 5
+
+    outage.down = False  # the endpoint is back
+    before = scripted_server.request_count
+    assert main(["-C", str(project), "run", "--resume", run_id]) == 0
+    assert scripted_server.request_count > before  # the failed items were asked again
+    _, status, _, errors, proposals, candidates, paid = _rows(project)
+    assert status == "finished" and errors == 0
+    # The same run as without the outage: the same candidates and proposals, recorded once,
+    # and every task reply paid once (the calm run's own count).
+    assert candidates == calm_candidates
+    assert proposals == calm_proposals
+    assert paid == calm_paid
+    # No reflection prompt was paid twice: the resumed run replayed the cached ones (a prompt
+    # whose examples had failed in the outage is another prompt, asked once).
+    reflections = Counter(
+        (r["messages"][-1]["content"], r.get("temperature"), r.get("seed"))  # prompt and draw
+        for r in scripted_server.requests[first:]
+        if is_reflection(r)
+    )
+    assert max(reflections.values()) == 1
