@@ -1,0 +1,75 @@
+"""SIGKILL at five moments, then resume: the run ends with the same candidates, evaluations and
+proposals as a run never killed, and every call recorded as paid is paid once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+from collections import Counter
+
+import pytest
+from projects import make_project, task_responder
+
+from skynet.cli import main
+
+
+def _state(project):
+    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
+        run_id, status = db.execute("SELECT id, status FROM runs").fetchone()
+        evaluations = sorted(
+            db.execute("SELECT candidate_id, item_id, score, error FROM evaluations")
+        )
+        proposals = Counter(db.execute("SELECT status, detail, text FROM proposals"))
+        candidates = sorted(c for (c,) in db.execute("SELECT id FROM candidates"))
+        paid = Counter(
+            db.execute(
+                "SELECT role, item_id FROM calls WHERE ok = 1 AND cached = 0 AND role = 'task'"
+            )
+        )
+    return run_id, status, evaluations, proposals, candidates, paid
+
+
+@pytest.mark.parametrize("moment", [3, 9, 17, 26, 38])  # the server request that kills it
+def test_a_run_killed_at_any_moment_resumes_to_the_unkilled_runs_result(
+    tmp_path, scripted_server, moment
+):
+    scripted_server.responder = task_responder
+    calm = make_project(tmp_path / "calm", scripted_server.url, budget=60)
+    assert main(["-C", str(calm), "run"]) == 0
+    _, _, calm_evaluations, calm_proposals, calm_candidates, calm_paid = _state(calm)
+
+    project = make_project(tmp_path / "p", scripted_server.url, budget=60)
+    process: subprocess.Popen[bytes] | None = None
+    seen = 0
+    lock = threading.Lock()
+
+    def killer(body):
+        nonlocal seen
+        with lock:
+            seen += 1
+            if seen == moment and process is not None:
+                os.kill(process.pid, signal.SIGKILL)  # mid-request: this reply never arrives
+        return task_responder(body)
+
+    scripted_server.responder = killer
+    process = subprocess.Popen(
+        [sys.executable, "-m", "skynet.cli", "-C", str(project), "run"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    assert process.wait(timeout=120) == -signal.SIGKILL
+    run_id, status, *_ = _state(project)
+    assert status == "running"  # killed: no chance to say otherwise
+
+    scripted_server.responder = task_responder
+    assert main(["-C", str(project), "run", "--resume", run_id]) == 0
+    _, status, evaluations, proposals, candidates, paid = _state(project)
+    assert status == "finished"
+    assert candidates == calm_candidates
+    assert evaluations == calm_evaluations
+    assert proposals == calm_proposals
+    assert paid == calm_paid  # each task reply recorded as paid once, across the kill
