@@ -748,11 +748,17 @@ def run(
         progress.tick()
         return result
 
-    def evaluate(candidate: Candidate, item: Item) -> Result:
-        result = recorded(candidate, item, lambda: evaluation(candidate, item))
+    aborted: list[RunAborted] = []  # set once: engines that swallow exceptions stop on it
+
+    def check_errors(result: Result) -> Result:
+        """The result, unless too many evaluations failed: then the run aborts (RunAborted is
+        raised here, and should_stop() says so to an engine that caught it)."""
         with lock:
             errors, calls = faults, progress.calls
-        if calls >= MIN_EVALUATIONS_BEFORE_ABORT and errors / calls > cfg.engine.max_error_share:
+            if aborted:
+                raise aborted[0]
+            if calls < MIN_EVALUATIONS_BEFORE_ABORT or errors / calls <= cfg.engine.max_error_share:
+                return result
             command = f"`skynet run --resume {run_id}`"
             fix = (
                 f"Fix the model's endpoint, then resume with {command}: what the model failed "
@@ -760,12 +766,17 @@ def run(
                 if _transient(result)
                 else f"Fix the metric or the artifact, then resume with {command}"
             )
-            raise RunAborted(
-                f"{errors} of {calls} evaluations failed (more than "
-                f"{cfg.engine.max_error_share:.0%}); the last: {result.error or 'see the records'}. "
-                f"{fix}"
+            aborted.append(
+                RunAborted(
+                    f"{errors} of {calls} evaluations failed (more than "
+                    f"{cfg.engine.max_error_share:.0%}); the last: "
+                    f"{result.error or 'see the records'}. {fix}"
+                )
             )
-        return result
+            raise aborted[0]
+
+    def evaluate(candidate: Candidate, item: Item) -> Result:
+        return check_errors(recorded(candidate, item, lambda: evaluation(candidate, item)))
 
     memo: dict[tuple[str, str, str], Result] = {}
     key_locks: dict[tuple[str, str, str], threading.Lock] = {}
@@ -786,7 +797,7 @@ def run(
             )
             with lock:
                 memo[key] = result
-            return result
+            return check_errors(result)
 
     def reflect(prompt: str, draw: int, max_tokens: int | None) -> str:
         reply = models.complete(
@@ -803,6 +814,8 @@ def run(
 
     def should_stop() -> bool:
         nonlocal stopped_by
+        if aborted:
+            return True
         budget = cfg.budget
         if budget.max_minutes is not None and (_monotonic() - started) / 60 >= budget.max_minutes:
             stopped_by = stopped_by or f"max_minutes = {budget.max_minutes:g} reached"
@@ -843,6 +856,8 @@ def run(
     outcome: EngineOutcome | None
     try:
         outcome = engine.optimize(ctx)
+        if aborted:  # the engine caught the abort (dspy.GEPA scores a failed call as a failure)
+            raise aborted[0]
     except BudgetExhausted:
         # A refused call stopped the engine mid-step: the records hold the run so far.
         outcome = None
