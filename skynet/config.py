@@ -213,6 +213,12 @@ class ArtifactConfig(_Section):
         default=None,
         description='"row" (prompt: send each item\'s "tools" input column as OpenAI tools)',
     )
+    tool_choice: str = Field(
+        default="auto",
+        pattern=r"^(auto|none|required|[A-Za-z0-9_.-]{1,64})$",
+        description='"auto", "none", "required", or a function name the model must call '
+        "(sent with the tools)",
+    )
     timeout_s: Float = Field(
         default=10.0, gt=0, description="a number > 0 (code: seconds one run may take)"
     )

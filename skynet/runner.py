@@ -292,6 +292,12 @@ def _task_runner(project: Project, models: Models) -> Callable[[Candidate, dict[
         )
         return reply.text
 
+    tool_choice: str | dict[str, Any] = (
+        art.tool_choice
+        if art.tool_choice in ("auto", "none", "required")
+        else {"type": "function", "function": {"name": art.tool_choice}}
+    )
+
     def run_with_tools(candidate: Candidate, input: dict[str, Any]) -> dict[str, Any]:
         from skynet.scorers.xlam import tool_schemas
 
@@ -302,6 +308,8 @@ def _task_runner(project: Project, models: Models) -> Callable[[Candidate, dict[
             max_tokens=art.max_tokens,
             temperature=art.temperature,
             tools=tool_schemas(input),
+            # Without it llama.cpp's chatml-function-calling server calls no tool at all.
+            tool_choice=tool_choice,
             draw=current_draw(),
         )
         # The reply as the server returned it, unparsed: the scorer judges it.

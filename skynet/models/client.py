@@ -55,7 +55,16 @@ __all__ = [
 ]
 
 # Parameters that change a reply (and so belong in the cache key). Transport settings don't.
-_REPLY_PARAMS = ("temperature", "max_tokens", "top_p", "stop", "seed", "response_format", "tools")
+_REPLY_PARAMS = (
+    "temperature",
+    "max_tokens",
+    "top_p",
+    "stop",
+    "seed",
+    "response_format",
+    "tools",
+    "tool_choice",
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -105,6 +105,33 @@ def test_a_tool_calling_prompt_is_optimized_with_the_xlam_scorer(tmp_path, scrip
     assert all(r[1] == 0.0 and r[2].startswith("no-call") for r in seed_rows)
     assert all(r[1] == 1.0 and r[2].startswith("match") for r in best_rows)
     assert json.loads(best_rows[0][3])["calls"][0]["name"] == "get_weather"
+    # Every task request with tools says tool_choice (llama.cpp's server calls none without it).
+    task = [r for r in scripted_server.requests if not is_reflection(r)]
+    assert task and all(r["tool_choice"] == "auto" for r in task)
+
+
+@pytest.mark.parametrize(
+    ("setting", "sent"),
+    [
+        ("required", "required"),
+        ("get_weather", {"type": "function", "function": {"name": "get_weather"}}),
+    ],
+)
+def test_tool_choice_is_sent_as_configured(tmp_path, scripted_server, setting, sent):
+    scripted_server.responder = responder
+    project = make_tool_project(tmp_path / "p", scripted_server.url)
+    args = ["-C", str(project), "eval", "--candidate", "seed", "--split", "val"]
+    assert main([*args, "--set", f"artifact.tool_choice={setting}"]) == 0
+    task = [r for r in scripted_server.requests if not is_reflection(r)]
+    assert task and all(r["tool_choice"] == sent for r in task)
+
+
+def test_a_bad_tool_choice_is_refused_at_load(tmp_path, scripted_server, capsys):
+    project = make_tool_project(tmp_path / "p", scripted_server.url)
+    assert main(["-C", str(project), "check", "--set", "artifact.tool_choice=any thing"]) == 2
+    err = capsys.readouterr().err
+    assert "artifact.tool_choice" in err and len(err.strip().splitlines()) == 1
+    assert scripted_server.request_count == 0
 
 
 @pytest.mark.parametrize(
