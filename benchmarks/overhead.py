@@ -5,7 +5,7 @@
 One process run measures everything against anchors measured in the same run (no absolute time is
 asserted anywhere):
 
-1. Overhead. The same optimization (metric, budget, seed, data, concurrency, reflection template)
+1. Overhead. The same optimization (metric, budget, seed, data, concurrency, gepa's template)
    is run twice per repeat, alternating which goes first:
      raw    - `gepa.optimize_anything` with an evaluator that calls the task model through
               `litellm.completion` and a reflection_lm callable doing the same (no skynet);
@@ -56,8 +56,6 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from engines.gepa import REFLECTION_TEMPLATE  # noqa: E402 — a string; the raw run uses it too
-
 MODEL = "openai/skynet-test"  # skynet.testing.server.MODEL
 KEY_ENV = "SKYNET_BENCH_API_KEY"
 KEY = "sk-loopback"
@@ -87,7 +85,10 @@ def score(input, output, expected=None):
 # -- the scripted model ------------------------------------------------------------------------
 
 _REV = re.compile(r"\(rev (\d+)\)")
-_CURRENT = re.compile(r"Current instruction:\n```\n(.*?)\n```", re.S)
+_CURRENT = re.compile(r"```\n(.*?)\n```", re.S)  # the current text: the prompt's first fence
+# gepa's default reflection template opens so (both runs use it: the reflection model is not
+# an embedded one).
+_REFLECTION = "I am optimizing a parameter in my system."
 _COUNTRY = re.compile(r"Country (\d+)")
 
 
@@ -105,7 +106,7 @@ def answer(body: dict[str, Any]) -> tuple[str, str]:
     """
     messages = body.get("messages") or []
     text = "\n".join(str(m.get("content", "")) for m in messages)
-    if "You improve an instruction" in text:
+    if _REFLECTION in text:
         found = _CURRENT.search(text)
         rev = _revision(found.group(1)) if found else 0
         return "reflection", f"```\n{IMPROVED} (rev {rev + 1})\n```"
@@ -439,9 +440,7 @@ def run_raw(folder: Path, server: Server, *, concurrency: int, budget: int, seed
         reflection=ReflectionConfig(
             reflection_lm=reflection_lm,
             reflection_minibatch_size=min(3, len(train)),
-            # The same template as skynet's engine (a string: importing it runs no skynet code
-            # in the raw run).
-            reflection_prompt_template=REFLECTION_TEMPLATE,
+            # gepa's default template: what Skynet's engine hands gepa for this model.
         ),
     )
     with contextlib.redirect_stdout(io.StringIO()):  # GEPA's iteration log, in both runs
