@@ -296,11 +296,13 @@ def _candidate_from_file(project: Any, path: Path) -> dict[str, str]:
 
 def cmd_rescore(args: argparse.Namespace) -> int:
     from skynet.runner import open_project, rescore
+    from skynet.runs.lock import one_writer
     from skynet.runs.report import render_text, summarize
 
     project = open_project(_project_dir(args), _overrides(args))
     store, run_id = _open_run(args)
-    done = rescore(project, run_id)
+    with one_writer(project.dir, command="rescore", run_id=run_id):
+        done = rescore(project, run_id)
     print(
         f"rescored {done.rescored} saved output(s) of run {run_id} with metric "
         f"{done.metric_hash[:12]} (no task-model call); {done.metric_errors} metric error(s); "
@@ -419,14 +421,17 @@ _ERROR_CHARS = 300
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from skynet.runner import evaluate_candidate, evaluation_run, open_project, unsandboxed_warning
+    from skynet.runs.lock import one_writer
 
     project = open_project(_project_dir(args), _overrides(args))
     warning = unsandboxed_warning(project)
     if warning:
         print(warning, file=sys.stderr)
-    row, candidate, label = _eval_target(args, project)
-    run_id = row.id if row is not None else evaluation_run(project)
-    done = evaluate_candidate(project, candidate, split=args.split, run_id=run_id, label=label)
+    with one_writer(project.dir, command="eval") as writer:  # it records, and pays
+        row, candidate, label = _eval_target(args, project)
+        run_id = row.id if row is not None else evaluation_run(project)
+        writer.names(run_id)
+        done = evaluate_candidate(project, candidate, split=args.split, run_id=run_id, label=label)
     mean = done.mean
     value = "-" if mean.value is None else f"{mean.value:.3f}"
     notes = f" ({', '.join(mean.notes())})" if mean.notes() else ""

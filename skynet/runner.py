@@ -40,6 +40,7 @@ from skynet.mean import Mean, mean_of, mean_of_results
 from skynet.measure import TESTING, Observation, scoring
 from skynet.models import Models, configure
 from skynet.runs import EVALUATION, RunStore
+from skynet.runs.lock import Writer, one_writer
 from skynet.sandbox import Limits
 from skynet.sandbox import describe as sandbox_description
 from skynet.terminal import printable
@@ -603,6 +604,20 @@ def run(
     resume: str | None = None,
     out: IO[str] | None = None,
 ) -> RunOutcome:
+    """Optimize the project's artifact, as the project's one writer for the run's whole life
+    (see skynet.runs.lock; another writer meanwhile is refused: ProjectBusy). The rest: `_run`."""
+    command = "resume" if resume else "run"
+    with one_writer(project.dir, command=command, run_id=resume) as writer:
+        return _run(project, resume=resume, out=out, writer=writer)
+
+
+def _run(
+    project: Project,
+    *,
+    resume: str | None,
+    out: IO[str] | None,
+    writer: Writer,
+) -> RunOutcome:
     """Optimize the project's artifact; record everything; write the best candidate.
 
     Raises:
@@ -664,6 +679,7 @@ def run(
             budget={**cfg.budget.model_dump(), "max_metric_calls": budget},
             versions=_versions(),
         )
+        writer.names(run_id)
         say(f"run {run_id}: {len(train)} train / {len(val)} val items · {why}")
     store.set_note(run_id, "engine_choice", why)
     _note_sandbox(project, store, run_id)

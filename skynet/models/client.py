@@ -37,6 +37,7 @@ from skynet.models.budget import (
     worst_case_usd,
 )
 from skynet.models.cache import CachedCall, CallCache, cache_key
+from skynet.models.flight import KeyLocks, cache_lock_path
 from skynet.models.governor import Governor
 from skynet.models.ledger import ROLES, CallRecord, Ledger
 from skynet.models.local import EMBEDDED_MODEL
@@ -240,6 +241,10 @@ class Models:
             if not path.is_absolute():
                 path = (base_dir or Path.cwd()) / path
             self.cache = CallCache(path)
+        # A twin call in another process (a dry run beside a run) waits for this one's reply.
+        self._key_locks = KeyLocks(
+            None if self.cache.path == ":memory:" else cache_lock_path(self.cache.path)
+        )
 
     # -- settings -------------------------------------------------------------------------
     def settings(self, model: str) -> ModelSettings:
@@ -363,7 +368,7 @@ class Models:
             entry = self._inflight.setdefault(key, [threading.Lock(), 0])
             entry[1] += 1
         try:
-            with entry[0]:
+            with entry[0], self._key_locks.hold(key):
                 yield
         finally:
             with self._lock:
