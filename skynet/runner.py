@@ -907,7 +907,11 @@ def _run(
 
     if outcome is not None:
         ids = [candidate_id(c, project.fingerprint) for c in outcome.candidates]
+        seen: set[str] = set()
         for index, candidate in enumerate(outcome.candidates):
+            if ids[index] in seen:  # found again (a merge, then a child): the first lineage stands
+                continue
+            seen.add(ids[index])
             parents = [ids[p] for p in outcome.parents[index] if p is not None]
             store.add_candidate(run_id, ids[index], candidate, parents)
     if models.budget.refusal is not None:
