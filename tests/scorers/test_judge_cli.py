@@ -98,11 +98,14 @@ def test_collect_label_validate_run_and_show(project, capsys):
     judged = [e for e in store.evaluations(run.id) if e.error is None]
     assert judged and {e.extra["outcome"] for e in judged} <= {"right", "wrong"}
     cost = store.cost_by_role(run.id)
-    # Judging is recorded on its own role (`validate` and `check` already paid for most of
-    # these verdicts: the run reuses them from the call cache).
-    assert cost["metric"].calls > 0 and cost["metric"].input_tokens > 0
+    # Judging is recorded on its own role. `validate` and `check` already paid for these
+    # verdicts, so the run reuses them from the call cache: each is recorded, and its tokens,
+    # which were not sent again, count nothing (the report's tokens are what was sent).
     judge_calls = [c for c in store.calls(run.id) if c.role == "metric"]
-    assert len(judge_calls) == cost["metric"].calls and cost["task"].calls > 0
+    assert judge_calls and len(judge_calls) == cost["metric"].calls and cost["task"].calls > 0
+    sent = [c for c in judge_calls if c.ok and not c.cached]
+    assert cost["metric"].cached_calls == len(judge_calls) - len(sent) > 0
+    assert cost["metric"].input_tokens == sum(c.input_tokens for c in sent)
     summary = summarize(store, run.id, judge_record=record)
     best = summary.best
     decisions = [e.score == 1.0 for e in judged if e.candidate_id == best.id and e.split == "val"]
