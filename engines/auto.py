@@ -16,8 +16,15 @@ Each choice comes with its reason; the run prints them and stores them in the ru
   parents (gepa's IndependentSampling, "independent:N"), N = slots // minibatch to fill the
   slots, at most train // minibatch (so each proposal reads its own train items), at least 1.
   The slots are the concurrency, or fewer when the task model takes fewer calls at once (its
-  max_concurrent; the embedded model takes one). [engine.options] sampling_strategy (for dspy-gepa: gepa_kwargs.sampling_strategy)
-  wins.
+  max_concurrent; the embedded model takes one). [engine.options] sampling_strategy (for
+  dspy-gepa: gepa_kwargs.sampling_strategy) wins.
+- With N > 1 proposals per iteration: selection "best" (gepa's BestImprovement), so only the
+  iteration's best proposal is scored on val; gepa's default, "all", scores every proposal that
+  beat its parent on its minibatch, and N val evaluations per iteration spend the budget on few,
+  shallow iterations (benchmarks/speed.py: best val 0.750 with "all", 1.000 with "best", raw
+  gepa 1.000). [engine.options] selection_strategy wins. And the proposals per iteration shrink
+  as the budget runs out (engines.sampling), so the run ends within one proposal of
+  max_metric_calls, as gepa's own one-proposal loop does.
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ class AutoPlan:
     frontier: str
     patience: int
     sampling: str | None  # gepa's sampling_strategy in its string form; None: the user's
+    selection: str | None = None  # gepa's selection_strategy; None: the user's or gepa's default
+    fit_to_budget: bool = False  # Auto's sampling shrinks as the metric-call budget runs out
     reasons: tuple[str, ...]
 
 
@@ -52,6 +61,7 @@ def plan(
     concurrency: int = 1,
     task_slots: tuple[int, str] | None = None,
     sampling_set_by_user: bool = False,
+    selection_set_by_user: bool = False,
 ) -> AutoPlan:
     """The Auto engine's choices for a run, each with its reason."""
     engine = "dspy-gepa" if kind == "dspy" else "gepa"
@@ -76,6 +86,7 @@ def plan(
     patience = PATIENCE[level]
     reasons.append(f"early stop after {patience} proposals without a better val score ({level})")
     sampling: str | None = None
+    selection: str | None = None
     if sampling_set_by_user:
         reasons.append("proposals per iteration: sampling_strategy set in [engine.options]")
     else:
@@ -97,11 +108,22 @@ def plan(
             if n > 1
             else f"one proposal per iteration (gepa's default: {why})"
         )
+        if n > 1:
+            reasons.append(f"fewer proposals per iteration once the budget left cannot pay for {n}")
+            if selection_set_by_user:
+                reasons.append("selection: selection_strategy set in [engine.options]")
+            else:
+                selection = "best"
+                reasons.append(
+                    f"selection best: only the best of the {n} proposals is scored on val"
+                )
     return AutoPlan(
         engine=engine,
         max_metric_calls=budget,
         frontier=frontier,
         patience=patience,
         sampling=sampling,
+        selection=selection,
+        fit_to_budget=sampling is not None,
         reasons=tuple(reasons),
     )

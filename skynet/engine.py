@@ -70,6 +70,8 @@ class EngineContext:
         frontier: gepa's Pareto frontier when Auto chose it ("instance" per val item, "hybrid"
             with named objectives); None: the engine's own default.
         patience: stop after this many proposals without a better best val score (None: never).
+        fit_to_budget: Auto chose several proposals per iteration; the engine proposes fewer
+            once the metric-call budget left cannot pay for them (engines.sampling).
         program: the DSPy program artifact (engines that run the program themselves).
         models: the run's model session (for engines that call models through other clients).
         score_output: scores an output the engine produced itself, with its Observation; records
@@ -98,6 +100,7 @@ class EngineContext:
     engine_log: Callable[[str], None] = lambda message: None
     frontier: str | None = None
     patience: int | None = None
+    fit_to_budget: bool = False
     program: Any = None
     models: Any = None
     score_output: Callable[[Candidate, Item, Any, Any], Result] | None = None

@@ -403,6 +403,7 @@ class _EnginePlan:
     settings: EngineSettings
     frontier: str | None = None  # None: the engine's own default
     patience: int | None = None
+    fit_to_budget: bool = False  # Auto's parallel proposals shrink as the budget runs out
 
 
 # The failures of the model or the network (after the model layer's retries) and of the
@@ -459,27 +460,25 @@ def _task_slots(project: Project) -> tuple[int, str] | None:
     return models.settings_for(task).max_concurrent, task
 
 
-def _sampling_set(options: dict[str, Any]) -> bool:
+def _option_set(options: dict[str, Any], name: str) -> bool:
+    """Whether [engine.options] sets gepa's option `name` (for dspy-gepa, in its gepa_kwargs)."""
     kwargs = options.get("gepa_kwargs")
-    return "sampling_strategy" in options or (
-        isinstance(kwargs, dict) and "sampling_strategy" in kwargs
-    )
+    return name in options or (isinstance(kwargs, dict) and name in kwargs)
 
 
-def _with_sampling(engine: str, options: dict[str, Any], sampling: str | None) -> dict[str, Any]:
-    """[engine.options] with Auto's sampling strategy where the user set none."""
-    if sampling is None:
+def _with_auto_options(
+    engine: str, options: dict[str, Any], chosen: dict[str, str]
+) -> dict[str, Any]:
+    """[engine.options] with Auto's choices of gepa options where the user set none."""
+    if not chosen:
         return options
     if engine == "dspy-gepa":
         kwargs = options.get("gepa_kwargs")
         return {
             **options,
-            "gepa_kwargs": {
-                **(kwargs if isinstance(kwargs, dict) else {}),
-                "sampling_strategy": sampling,
-            },
+            "gepa_kwargs": {**(kwargs if isinstance(kwargs, dict) else {}), **chosen},
         }
-    return {**options, "sampling_strategy": sampling}
+    return {**options, **chosen}
 
 
 def _resolve_engine(project: Project) -> _EnginePlan:
@@ -518,15 +517,25 @@ def _choose_engine(project: Project) -> _EnginePlan:
             budget_set_by_user=user_budget,
             concurrency=cfg.engine.concurrency,
             task_slots=_task_slots(project),
-            sampling_set_by_user=_sampling_set(options),
+            sampling_set_by_user=_option_set(options, "sampling_strategy"),
+            selection_set_by_user=_option_set(options, "selection_strategy"),
         )
+        chosen = {
+            name: value
+            for name, value in (
+                ("sampling_strategy", plan.sampling),
+                ("selection_strategy", plan.selection),
+            )
+            if value is not None
+        }
         return _EnginePlan(
             name=plan.engine,
             why="auto: " + "; ".join(plan.reasons),
             max_metric_calls=plan.max_metric_calls or cfg.budget.max_metric_calls,
-            settings=_engine_settings(project, _with_sampling(plan.engine, options, plan.sampling)),
+            settings=_engine_settings(project, _with_auto_options(plan.engine, options, chosen)),
             frontier=plan.frontier,
             patience=plan.patience,
+            fit_to_budget=plan.fit_to_budget,
         )
     if name == "dspy-gepa" and kind == "code":
         raise ConfigError(
@@ -867,6 +876,7 @@ def _run(
         max_metric_calls=budget,
         frontier=plan.frontier,
         patience=plan.patience,
+        fit_to_budget=plan.fit_to_budget,
         settings=plan.settings,
         seed=cfg.engine.seed,
         minibatch_size=cfg.engine.reflection_minibatch_size,

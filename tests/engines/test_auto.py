@@ -8,6 +8,7 @@ import pytest
 from projects import make_project, task_responder
 
 from engines.auto import PATIENCE, PROPOSALS, plan
+from engines.sampling import BudgetFitted, fit_to_budget
 from skynet.cli import main
 
 
@@ -57,7 +58,50 @@ def test_parallel_proposals_fill_the_evaluation_slots(concurrency, train, user_s
         sampling_set_by_user=user_set,
     )
     assert got.sampling == sampling
-    assert said in got.reasons[-1]
+    assert any(said in reason for reason in got.reasons)
+    # Several proposals per iteration: only the best goes on to val, and fewer are made once the
+    # budget left cannot pay for them; one proposal (or the user's strategy): gepa's own rules.
+    assert got.selection == ("best" if sampling else None)
+    assert got.fit_to_budget is (sampling is not None)
+
+
+def test_a_selection_strategy_the_user_set_wins():
+    got = plan(
+        kind="prompt",
+        level="light",
+        train=30,
+        val=8,
+        minibatch_size=3,
+        named_scores=False,
+        budget_set_by_user=None,
+        concurrency=16,
+        selection_set_by_user=True,
+    )
+    assert (got.sampling, got.selection) == ("independent:5", None)
+    assert "selection: selection_strategy set in [engine.options]" in got.reasons
+
+
+@pytest.mark.parametrize(
+    ("spent", "proposals"),
+    # budget 200, val 16, minibatch 3: each proposal costs 2 x 3, the iteration's best one 16.
+    [(16, 5), (154, 5), (155, 4), (172, 2), (178, 1), (190, 1), (250, 1)],
+)
+def test_proposals_shrink_as_the_budget_runs_out(spent, proposals):
+    fitted = BudgetFitted(5, max_metric_calls=200, minibatch=3, val=16)
+    assert fitted.proposals(spent) == proposals
+
+
+def test_only_auto_s_independent_sampling_is_fitted():
+    from gepa.strategies.proposal_sampling import IndependentSampling, SameParentSampling
+
+    def fit(strategy, budget=200):
+        return fit_to_budget(strategy, max_metric_calls=budget, minibatch=3, val=16)
+
+    assert isinstance(fit(IndependentSampling(5)), BudgetFitted)
+    one, same = IndependentSampling(1), SameParentSampling(3)
+    assert fit(one) is one and fit(same) is same
+    many = IndependentSampling(5)
+    assert fit(many, budget=None) is many
 
 
 def test_auto_choices_are_printed_and_recorded(tmp_path, scripted_server, capsys):

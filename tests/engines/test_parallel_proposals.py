@@ -75,7 +75,7 @@ def test_proposals_of_one_iteration_reflect_and_evaluate_at_once(
 ):
     watch = _InFlight()
     with ScriptedServer(responder=watch) as server:
-        project = make_project(tmp_path / "p", server.url, budget=32, concurrency=16)
+        project = make_project(tmp_path / "p", server.url, budget=48, concurrency=16)
         toml = project / "skynet.toml"
         text = toml.read_text().replace('name = "gepa"', f'name = "{engine}"', 1)
         if options:
