@@ -19,20 +19,97 @@ only what it owns: the budget, the reflection model, threads, the seed, and the 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
+import re
+import threading
 from typing import Any, cast
 
 from engines.options import dspy_gepa_options
 from engines.sampling import fit_to_budget
 from skynet.data import Item
 from skynet.engine import Candidate, EngineContext, EngineOutcome, EngineSettings
-from skynet.errors import ConfigError
+from skynet.errors import BudgetExhausted, ConfigError, ModelError
 from skynet.side_info import cut_text
 
 __all__ = ["DspyGepaEngine"]
 
 _ID_FIELD = "skynet_item_id"
 _INNER = "inner"
+
+
+def _as_failure(exc: Exception) -> Exception:
+    """A program's exception as Skynet records it: the model's own failure stays a ModelError
+    (not final: a resume asks again), anything else is the candidate's (ProgramFailed)."""
+    from skynet.artifacts.dspy_program import ProgramFailed
+
+    failure: Exception = exc
+    while not isinstance(failure, ModelError) and isinstance(failure.__cause__, Exception):
+        failure = failure.__cause__  # dspy may wrap the LM's exception in its own
+    if isinstance(failure, ModelError):
+        return failure
+    wrapped = ProgramFailed(f"the program raised {type(exc).__name__}: {exc}")
+    wrapped.__cause__ = exc
+    return wrapped
+
+
+class _Proposals:
+    """gepa's callbacks inside dspy.GEPA: each reflection's proposal recorded, as the gepa engine
+    records its own ("proposed", or "empty" / "unchanged" when the reflection model gave nothing
+    new), and each merge dspy.GEPA tries."""
+
+    def __init__(self, ctx: EngineContext) -> None:
+        self.ctx = ctx
+        self.lock = threading.Lock()
+        self.parents: dict[int, list[dict[str, str]]] = {}  # iteration -> parents, in order
+
+    def on_proposal_start(self, event: Any) -> None:
+        with self.lock:
+            self.parents.setdefault(event["iteration"], []).append(dict(event["parent_candidate"]))
+
+    def on_proposal_end(self, event: Any) -> None:
+        with self.lock:
+            waiting = self.parents.get(event["iteration"]) or [{}]
+            parent = waiting.pop(0)
+        for name, text in event["new_instructions"].items():
+            component = _component(name)
+            if not text.strip():
+                status = "empty"
+            elif text.strip() == parent.get(name, "").strip():
+                status = "unchanged"
+            else:
+                status = "proposed"
+            self.ctx.record_proposal(
+                status=status, detail=f"iteration {event['iteration']}: {component}", text=text
+            )
+
+    def on_merge_attempted(self, event: Any) -> None:
+        parents = ", ".join(str(i) for i in event["parent_ids"])
+        self.ctx.record_proposal(
+            status="merged",
+            detail=f"iteration {event['iteration']}: merge of candidates {parents}",
+            text="\n\n".join(f"{k}: {v}" for k, v in event["merged_candidate"].items()),
+        )
+
+
+class _Lines(io.TextIOBase):
+    """A text stream whose complete lines go to `say` (DSPy's progress bars, off stdout)."""
+
+    def __init__(self, say: Any) -> None:
+        self.say = say
+        self.pending = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        *lines, self.pending = re.split(r"[\r\n]", self.pending)
+        for line in lines:
+            if line.strip():
+                self.say(line.strip())
+        return len(text)
 
 
 def _component(name: str) -> str:
@@ -80,6 +157,7 @@ class DspyGepaEngine:
         if program_artifact is None or ctx.models is None or ctx.score_output is None:
             raise TypeError("the dspy-gepa engine needs a DSPy program artifact")
         score_output = ctx.score_output
+        record_failure = ctx.record_failure or (lambda *args: None)
         limit = ctx.max_side_info_chars
         inputs = list(ctx.val[0].input) if ctx.val else list(ctx.train[0].input)
 
@@ -91,12 +169,21 @@ class DspyGepaEngine:
                 self.inner = inner
 
             def forward(self, **kwargs: Any) -> Any:
+                item = items.get(str(kwargs.pop(_ID_FIELD, "")))
+                candidate = program_artifact.candidate_of(self, _component)
                 with metering(None) as meter:
-                    prediction = self.inner(**program_artifact.arguments(kwargs))
+                    try:
+                        prediction = self.inner(**program_artifact.arguments(kwargs))
+                    except BudgetExhausted:
+                        raise  # refused: no result exists, nothing is recorded
+                    except Exception as exc:
+                        # dspy.GEPA scores a raising program as a failure and never calls the
+                        # metric: record it as the item's error, then let dspy.GEPA do as ever.
+                        if item is not None:
+                            record_failure(candidate, item, _as_failure(exc), meter.observation())
+                        raise
                 object.__setattr__(prediction, "_skynet_observation", meter.observation())
-                object.__setattr__(
-                    prediction, "_skynet_candidate", program_artifact.candidate_of(self, _component)
-                )
+                object.__setattr__(prediction, "_skynet_candidate", candidate)
                 return prediction
 
         def output_of(prediction: Any) -> Any:
@@ -132,7 +219,9 @@ class DspyGepaEngine:
 
         def example(item: Item) -> Any:
             fields = {**item.input, **(item.expected or {}), _ID_FIELD: item.id}
-            return dspy.Example(**fields).with_inputs(*inputs)
+            # The item's id travels as an input so that a run that raises is recorded on its
+            # item; Metered.forward takes it off before the program sees its inputs.
+            return dspy.Example(**fields).with_inputs(*inputs, _ID_FIELD)
 
         student = Metered(program_artifact.with_candidate(dict(ctx.seed_candidate)))
         task_lm = SkynetLM(
@@ -169,14 +258,24 @@ class DspyGepaEngine:
             gepa_kwargs={
                 **gepa_kwargs,
                 "stop_callbacks": [lambda state: ctx.should_stop()],
+                "callbacks": [*gepa_kwargs.get("callbacks", ()), _Proposals(ctx)],
             },
         )
         # dspy.GEPA logs every iteration at INFO; Skynet's progress line says what matters.
         dspy_log = logging.getLogger("dspy")
         level = dspy_log.level
         dspy_log.setLevel(logging.WARNING)
+        # DSPy's "Average Metric" bars write to stdout, where the report goes, and gepa's bar and
+        # DSPy's error log (a traceback per failed example) to stderr, where Skynet's progress
+        # goes (on the stream it holds): all of it goes to the engine log, with the rest of the
+        # engine's own chatter. The errors themselves are recorded on their items.
+        chatter = _Lines(ctx.engine_log)
         try:
-            with dspy.context(lm=task_lm):
+            with (
+                dspy.context(lm=task_lm),
+                contextlib.redirect_stdout(chatter),
+                contextlib.redirect_stderr(chatter),
+            ):
                 optimized = optimizer.compile(
                     student,
                     trainset=[example(i) for i in ctx.train],

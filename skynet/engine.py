@@ -76,6 +76,9 @@ class EngineContext:
         models: the run's model session (for engines that call models through other clients).
         score_output: scores an output the engine produced itself, with its Observation; records
             and replays like `evaluate` (the same (candidate, item, output) is scored once).
+        record_failure: records a run the engine made itself that raised (the model failed, the
+            program crashed) as the item's evaluation error, with its Observation, counted toward
+            the error-share abort like `evaluate`'s errors.
         max_side_info_chars: each value shown to the reflection model (an output, feedback, an
             error) is cut to this many characters per example, with a note
             (skynet.side_info.cut_side_info).
@@ -104,6 +107,7 @@ class EngineContext:
     program: Any = None
     models: Any = None
     score_output: Callable[[Candidate, Item, Any, Any], Result] | None = None
+    record_failure: Callable[[Candidate, Item, BaseException, Any], Result] | None = None
     max_side_info_chars: int = DEFAULT_MAX_SIDE_INFO_CHARS
 
     @property

@@ -217,21 +217,26 @@ class Evaluation:
                 output, failure = None, exc
         obs = meter.observation()
         if failure is not None:
-            if isinstance(failure, CandidateFailed):
-                kind, cause = CANDIDATE_ERROR, str(failure)
-            else:
-                kind = TASK_ERROR
-                cause = str(failure) if isinstance(failure, ModelError) else repr(failure)
-            return Result(
-                item_id=item.id,
-                observation=obs,
-                error=f"the candidate failed on item '{item.id}': {cause}"
-                if kind == CANDIDATE_ERROR
-                else f"the artifact failed on item '{item.id}': {cause}",
-                error_kind=kind,
-                traceback="".join(traceback.format_exception(failure)),
-            )
+            return self.failure(item, failure, obs)
         return self.score_output(item, output, obs)
+
+    def failure(self, item: Item, failure: BaseException, obs: Observation | None) -> Result:
+        """The result of a run of the artifact that raised `failure` on `item`: the candidate's
+        own fault (CandidateFailed) or the task's (the model, the network, anything else)."""
+        if isinstance(failure, CandidateFailed):
+            kind, cause = CANDIDATE_ERROR, str(failure)
+        else:
+            kind = TASK_ERROR
+            cause = str(failure) if isinstance(failure, ModelError) else repr(failure)
+        return Result(
+            item_id=item.id,
+            observation=obs,
+            error=f"the candidate failed on item '{item.id}': {cause}"
+            if kind == CANDIDATE_ERROR
+            else f"the artifact failed on item '{item.id}': {cause}",
+            error_kind=kind,
+            traceback="".join(traceback.format_exception(failure)),
+        )
 
     def score_output(self, item: Item, output: Any, obs: Observation | None) -> Result:
         """Call the metric on an output already made (a rescore uses this with the recorded

@@ -832,6 +832,13 @@ def _run(
                 memo[key] = result
             return check_errors(result)
 
+    def record_failure(
+        candidate: Candidate, item: Item, failure: BaseException, obs: Any
+    ) -> Result:
+        """A run the engine made itself that raised: the item's evaluation error."""
+        result = recorded(candidate, item, lambda: evaluation.failure(item, failure, obs))
+        return check_errors(result)
+
     def reflect(prompt: str, draw: int, max_tokens: int | None) -> str:
         reply = models.complete(
             "reflection",
@@ -885,6 +892,7 @@ def _run(
         program=_as_program(project) if engine_name == "dspy-gepa" else None,
         models=models,
         score_output=score_output,
+        record_failure=record_failure,
         max_side_info_chars=cfg.engine.max_side_info_chars,
     )
     outcome: EngineOutcome | None
