@@ -17,8 +17,9 @@ Both optimize the same scripted task on the same loopback model server (benchmar
 Target: skynet wall time <= 0.4 x raw's, with a best val score no lower than raw's. Nothing is
 asserted; the ratios are measured in this run. Other rows are printed for information, to show
 what bounds the figure: raw gepa with max_workers = 16 (parallel evaluation without parallel
-proposals), Skynet with gepa's BestImprovement selection ([engine.options] selection_strategy =
-"best": one val evaluation per iteration instead of one per accepted proposal), and Skynet with
+proposals), Skynet with gepa's default AllImprovements selection ([engine.options]
+selection_strategy = "all": one val evaluation per accepted proposal, where Auto's "best" makes
+one per iteration), and Skynet with
 the endpoint's default max_concurrent (8), which holds calls in flight and Auto's N below 16.
 
 The scripted task: item i belongs to region i % 8. A task reply names the capital exactly when
@@ -302,10 +303,10 @@ def _measure(
         variants += [
             Variant("raw16", f"raw gepa, max_workers = {conc}", "raw", max_workers=conc),
             Variant(
-                "best",
-                f'skynet auto, concurrency {conc}, selection_strategy = "best"',
+                "all",
+                f'skynet auto, concurrency {conc}, selection_strategy = "all" (gepa\'s default)',
                 "skynet",
-                options='selection_strategy = "best"',
+                options='selection_strategy = "all"',
             ),
             Variant(
                 "mc8",
