@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextvars
+import dataclasses
 import hashlib
 import importlib.util
 import inspect
@@ -31,8 +32,9 @@ from types import ModuleType
 from typing import Any
 
 from skynet.data import Item
-from skynet.errors import ConfigError, ContractError, MetricError
+from skynet.errors import ConfigError, ContractError, MetricError, MetricExited
 from skynet.measure import TESTING, Observation, current_observation, scoring
+from skynet.printed import Printed, capturing
 from skynet.reward import RewardSpec, validate_spec
 
 __all__ = [
@@ -55,6 +57,8 @@ NULL_CONTROL = "null control"
 METRIC_ERROR = "Metric error"
 SIGNATURE = "Metric signature"
 METRIC_FILE = "Metric file"
+# The key of a result's extra that holds what score() printed (cut to limits.feedback_chars).
+STDOUT_KEY = "metric_stdout"
 
 _FIX = 'return a pair (score, {"feedback": "what is wrong and what right looks like"})'
 
@@ -86,7 +90,8 @@ class MetricResult:
         score: the score as a float.
         feedback: the feedback text (cut to the limit, with a note, when longer).
         scores: named scores (str -> float).
-        extra: any other keys of the returned dict, kept and shown to the reflection model.
+        extra: any other keys of the returned dict, kept and shown to the reflection model;
+            "metric_stdout" holds what score() printed, if anything (kept off the report's stdout).
         notes: what Skynet did to the value (e.g. cut the feedback).
     """
 
@@ -362,19 +367,37 @@ class Metric:
             MetricError: score() raised or ran past limits.time_s; not a wrong answer.
         """
         args = (input, output, expected) if self.arity == 3 else (input, output)
-        raw = self._call_limited(args, item_id)
-        return validate_return(raw, item_id=item_id, where=self.where, limits=self.limits)
+        # What score() prints is the item's, kept in its record: never the report's stdout.
+        printed = Printed(self.limits.feedback_chars)
+        raw = self._call_limited(args, item_id, printed)
+        result = validate_return(raw, item_id=item_id, where=self.where, limits=self.limits)
+        text = printed.text()
+        if text and STDOUT_KEY not in result.extra:
+            result = dataclasses.replace(result, extra={**result.extra, STDOUT_KEY: text})
+        return result
 
-    def _call_limited(self, args: tuple[Any, ...], item_id: str | None) -> Any:
+    def _call_limited(self, args: tuple[Any, ...], item_id: str | None, printed: Printed) -> Any:
         item = f" on item '{item_id}'" if item_id is not None else ""
+
+        def call() -> Any:
+            with capturing(printed):
+                return self.fn(*args)
+
         if self.limits.time_s is None:
             try:
-                return self.fn(*args)
+                return call()
+            except SystemExit as exc:  # never a signal: score() itself called sys.exit()
+                raise self._exited(exc, item, item_id, printed) from None
+            except KeyboardInterrupt as exc:
+                # On the main thread a Ctrl-C looks the same as score()'s own raise: it stops.
+                if threading.current_thread() is threading.main_thread():
+                    raise
+                raise self._exited(exc, item, item_id, printed) from None
             except Exception as exc:
-                raise self._raised(exc, item, item_id) from exc
+                raise self._raised(exc, item, item_id, printed) from exc
         # A pool thread lets the caller stop waiting; contextvars carry the Observation over.
         # (A thread per call cost a fifth of a run's overhead; the pool's threads are reused.)
-        future = _metric_pool().submit(contextvars.copy_context().run, self.fn, *args)
+        future = _metric_pool().submit(contextvars.copy_context().run, call)
         try:
             return future.result(timeout=self.limits.time_s)
         except concurrent.futures.TimeoutError:
@@ -382,20 +405,49 @@ class Metric:
                 f"{self.where}: score() ran longer than {self.limits.time_s:g} s{item} and was "
                 "abandoned; make it faster or raise limits.time_s",
                 item_id=item_id,
+                extra=_printed_extra(printed),
             ) from None
+        except (SystemExit, KeyboardInterrupt) as exc:
+            # score()'s own exit is the future's exception; a Ctrl-C (or `kill`) while waiting
+            # arrives on this thread with the future still running: that one stops the run.
+            if not (future.done() and future.exception(timeout=0) is exc):
+                raise
+            raise self._exited(exc, item, item_id, printed) from None
         except Exception as exc:
-            raise self._raised(exc, item, item_id) from exc
+            raise self._raised(exc, item, item_id, printed) from exc
 
-    def _raised(self, exc: Exception, item: str, item_id: str | None) -> MetricError:
-        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    def _line(self, exc: BaseException) -> str:
         frames = traceback.extract_tb(exc.__traceback__)
         user = [f for f in frames if self.path is not None and Path(f.filename) == self.path]
-        line = f" (line {user[-1].lineno})" if user else ""
+        return f" (line {user[-1].lineno})" if user else ""
+
+    def _raised(
+        self, exc: Exception, item: str, item_id: str | None, printed: Printed
+    ) -> MetricError:
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         return MetricError(
-            f"{self.where}: score() raised {type(exc).__name__}: {exc}{item}{line}. "
+            f"{self.where}: score() raised {type(exc).__name__}: {exc}{item}{self._line(exc)}. "
             "This is recorded as an error, not a score; fix the metric and run again",
             item_id=item_id,
             traceback=tb,
+            extra=_printed_extra(printed),
+        )
+
+    def _exited(
+        self, exc: BaseException, item: str, item_id: str | None, printed: Printed
+    ) -> MetricExited:
+        """score() called sys.exit() or raised KeyboardInterrupt: the item's error, not the
+        end of Skynet."""
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        if isinstance(exc, SystemExit):
+            did, why = _exit_call(exc), "an exit in score() would end the run"
+        else:
+            did, why = "raised KeyboardInterrupt", "a KeyboardInterrupt in score() stops a run"
+        return MetricExited(
+            f"{self.where}: score() {did}{item}{self._line(exc)}; return a score instead: {why}",
+            item_id=item_id,
+            traceback=tb,
+            extra=_printed_extra(printed),
         )
 
     def answer_key(self, item: Item) -> Any:
@@ -407,6 +459,12 @@ class Metric:
         if self.key_fn is not None:
             try:
                 return self.key_fn(item.expected)
+            except SystemExit as exc:
+                raise MetricExited(
+                    f"{self.where}: key() {_exit_call(exc)} for item '{item.id}'"
+                    f"{self._line(exc)}; key(expected) must return the item's answer as an output",
+                    item_id=item.id,
+                ) from None
             except Exception as exc:
                 raise ContractError(
                     f"{self.where}: key() raised {type(exc).__name__}: {exc} for item "
@@ -433,6 +491,17 @@ class Metric:
         return next(iter(expected.values()))
 
 
+def _exit_call(exc: SystemExit) -> str:
+    """How the code ended the process: "called sys.exit(3)", "called sys.exit()"."""
+    code = "" if exc.code is None else repr(exc.code)
+    return f"called sys.exit({code})"
+
+
+def _printed_extra(printed: Printed) -> dict[str, object]:
+    text = printed.text()
+    return {STDOUT_KEY: text} if text else {}
+
+
 def _load_module(path: Path) -> ModuleType:
     digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
     # A name of its own per file: two projects' metric.py never collide in sys.modules.
@@ -450,6 +519,15 @@ def _load_module(path: Path) -> ModuleType:
         sys.modules.pop(name, None)
         raise ContractError(
             f"{path}:{exc.lineno}: syntax error: {exc.msg}; fix the file and run skynet check",
+            check=METRIC_FILE,
+        ) from None
+    except SystemExit as exc:  # a script's exit at module level: never Skynet's end
+        sys.modules.pop(name, None)
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
+        line = f":{frames[-1].lineno}" if frames else ""
+        raise ContractError(
+            f"{path}{line}: importing the metric {_exit_call(exc)}; metric.py must import "
+            'cleanly: move script code under `if __name__ == "__main__":`',
             check=METRIC_FILE,
         ) from None
     except Exception as exc:
@@ -597,6 +675,8 @@ def check_metric(metric: Metric, items: Iterable[Item], *, others: int = 3) -> C
             return metric(item.input, output, item.expected, item_id=item.id)
         except ContractError as exc:
             failures.append(CheckFailure(exc.check, item.id, str(exc)))
+        except MetricExited:
+            raise  # it would end a run: said at once, in one line, not as one item's failure
         except MetricError as exc:
             failures.append(CheckFailure(METRIC_ERROR, item.id, str(exc)))
         return None

@@ -13,11 +13,13 @@ __all__ = [
     "DatasetError",
     "ModelError",
     "MetricError",
+    "MetricExited",
     "JudgeUnvalidated",
     "NotMeasuring",
     "CandidateFailed",
     "BudgetExhausted",
     "SandboxUnavailable",
+    "StorageError",
 ]
 
 
@@ -62,19 +64,36 @@ class ModelError(SkynetError):
 
 
 class MetricError(SkynetError):
-    """The user's metric raised, or ran past its time limit, on one item.
+    """The user's metric raised, exited, or ran past its time limit, on one item.
 
     This is not a wrong answer: the item is recorded as an error with the traceback.
 
     Attributes:
         item_id: the item being scored.
         traceback: the formatted traceback of the metric's exception ("" for a time-out).
+        extra: what Skynet kept of the call for the record, e.g. {"metric_stdout": ...}.
     """
 
-    def __init__(self, message: str, *, item_id: str | None, traceback: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        item_id: str | None,
+        traceback: str = "",
+        extra: dict[str, object] | None = None,
+    ) -> None:
         super().__init__(message)
         self.item_id = item_id
         self.traceback = traceback
+        self.extra: dict[str, object] = dict(extra or {})
+
+
+class MetricExited(MetricError):
+    """score() called sys.exit() or raised KeyboardInterrupt itself (not a Ctrl-C).
+
+    During a run it is the item's metric error like any other; the self-test stops on it, since a
+    metric that ends the process on one item would end a run.
+    """
 
 
 class JudgeUnvalidated(SkynetError):
@@ -133,3 +152,12 @@ class BudgetExhausted(SkynetError):
 class SandboxUnavailable(ConfigError):
     """Code candidates cannot be isolated here (no bubblewrap, or no namespaces); the message
     names the fix."""
+
+
+class StorageError(ConfigError):
+    """A SQLite file under .skynet (the run store, a cache) cannot be opened, read or written: it
+    is damaged, is not a database, sits where a folder should be, or is not writable.
+
+    The message names the file and the fix (move it aside, make it writable). A ConfigError, as
+    the run store's refusals were before there was a class of their own.
+    """

@@ -255,6 +255,7 @@ class Evaluation:
                     error=str(exc),
                     error_kind=METRIC_ERROR,
                     traceback=exc.traceback,
+                    extra=dict(exc.extra),  # what score() printed before it failed
                 )
             except ContractError as exc:
                 failed = Result(

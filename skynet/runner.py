@@ -43,6 +43,7 @@ from skynet.runs import EVALUATION, RunStore
 from skynet.runs.lock import Writer, one_writer
 from skynet.sandbox import Limits
 from skynet.sandbox import describe as sandbox_description
+from skynet.storage import folder_error
 from skynet.terminal import printable
 
 __all__ = [
@@ -617,7 +618,30 @@ def run(
     (see skynet.runs.lock; another writer meanwhile is refused: ProjectBusy). The rest: `_run`."""
     command = "resume" if resume else "run"
     with one_writer(project.dir, command=command, run_id=resume) as writer:
-        return _run(project, resume=resume, out=out, writer=writer)
+        running: list[str] = []  # the run's id, once its row says "running"
+        try:
+            return _run(project, resume=resume, out=out, writer=writer, running=running)
+        except BaseException as exc:
+            _mark_ended(project, running, exc)
+            raise
+
+
+def _mark_ended(project: Project, running: list[str], exc: BaseException) -> None:
+    """A run that raised with its row still "running" (between its start and its engine, or
+    after the engine) is marked stopped (interrupted) or failed, never left running. A store
+    too damaged to take the mark keeps the first error as the one said."""
+    if not running:
+        return
+    try:
+        with project.open_store() as store:
+            if store.get_run(running[0]).status != "running":
+                return  # the engine's own handlers said how it ended
+            if isinstance(exc, KeyboardInterrupt):
+                store.set_status(running[0], "stopped", error="interrupted")
+            else:
+                store.set_status(running[0], "failed", error=f"{type(exc).__name__}: {exc}")
+    except SkynetError:
+        pass
 
 
 def _run(
@@ -626,6 +650,7 @@ def _run(
     resume: str | None,
     out: IO[str] | None,
     writer: Writer,
+    running: list[str] | None = None,
 ) -> RunOutcome:
     """Optimize the project's artifact; record everything; write the best candidate.
 
@@ -653,6 +678,7 @@ def _run(
             f"--max-metric-calls {needed} or more"
         )
     store = project.open_store()
+    store.check_integrity()  # a run that cannot record must not start
     seed = dict(project.artifact.components)
     metric_hash = project.metric.source_hash
     split_of = {item.id: "train" for item in train} | {item.id: "val" for item in val}
@@ -675,6 +701,8 @@ def _run(
             )
         run_id = row.id
         store.set_status(run_id, "running")
+        if running is not None:
+            running.append(run_id)
         # The money budget is the run's: what its recorded calls cost counts against it.
         models.budget.add_spent(sum(t.cost_usd for t in store.cost_by_role(run_id).values()))
         say(f"resuming run {run_id}: recorded evaluations and model calls are replayed, not paid")
@@ -688,6 +716,8 @@ def _run(
             budget={**cfg.budget.model_dump(), "max_metric_calls": budget},
             versions=_versions(),
         )
+        if running is not None:
+            running.append(run_id)
         writer.names(run_id)
         say(f"run {run_id}: {len(train)} train / {len(val)} val items · {why}")
     store.set_note(run_id, "engine_choice", why)
@@ -696,7 +726,10 @@ def _run(
     if warning:
         say(warning)
     run_dir = project.dir / ".skynet" / "runs" / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise folder_error(run_dir, exc, what="run's files") from None
     log_lock = threading.Lock()
 
     def engine_log(message: str) -> None:
@@ -1019,6 +1052,7 @@ def evaluation_run(project: Project) -> str:
     """
     cfg = project.config
     with project.open_store() as store:
+        store.check_integrity()  # an evaluation that cannot record must not start
         run_id = store.create_run(
             config=cfg.as_dict(),
             dataset_hash=project.dataset.hash,
@@ -1070,6 +1104,7 @@ def evaluate_candidate(
     )
     models.check_budget_prices()
     store = project.open_store()
+    store.check_integrity()
     row = store.get_run(run_id)
     evaluating_only = row.engine == EVALUATION
     models.subscribe(lambda record: store.record_call(run_id, record))

@@ -10,13 +10,18 @@ import hashlib
 import json
 import sqlite3
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skynet.storage import folder_error, is_damage, storage_error
+
 __all__ = ["CachedCall", "CallCache", "cache_key", "open_cache_db"]
 
 SCHEMA_VERSION = 1
+# What moving a damaged cache aside costs: nothing recorded, only replies to ask for again.
+_LOST = "nothing recorded is lost; what it held is asked for again"
 
 
 def cache_key(model: str, messages: Any, params: dict[str, Any], draw: int) -> str:
@@ -45,27 +50,42 @@ def open_cache_db(
 
     Raises:
         ConfigError: the file was written by a newer Skynet.
+        StorageError: the file is damaged, not a database, or cannot be made or written (the
+            message names the file and the fix).
     """
     name = str(path)
     if name != ":memory:":
-        Path(name).parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(name, check_same_thread=False, isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=NORMAL")
-    db.execute("PRAGMA busy_timeout=10000")
-    db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
-    row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-    version = int(row[0]) if row else 0
+        try:
+            Path(name).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise folder_error(Path(name).parent, exc, what=what) from None
+    try:
+        db = sqlite3.connect(name, check_same_thread=False, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise storage_error(name, exc, what=what, lost=_LOST) from None
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA busy_timeout=10000")
+        db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+        row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        version = int(row[0]) if row else 0
+        if version < 1:
+            db.execute(create)
+            db.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (schema_version,)
+            )
+    except sqlite3.Error as exc:
+        db.close()
+        raise storage_error(name, exc, what=what, lost=_LOST) from None
     if version > schema_version:
         from skynet.errors import ConfigError
 
+        db.close()
         raise ConfigError(
             f"{name}: {what} schema {version} is newer than this Skynet ({schema_version}); "
             "upgrade skynet or delete the file"
         )
-    if version < 1:
-        db.execute(create)
-        db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (schema_version,))
     return db
 
 
@@ -99,6 +119,7 @@ class CallCache:
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         self._lock = threading.Lock()
+        self._damaged = False
         self._db = open_cache_db(
             path,
             what="call cache",
@@ -111,12 +132,27 @@ class CallCache:
         )
 
     def get(self, key: str) -> CachedCall | None:
+        """The cached call, or None. A cache found damaged mid-run is a miss (said once, with
+        the fix): the call is made again, and nothing the run records is lost."""
         with self._lock:
-            row = self._db.execute(
-                "SELECT reply, input_tokens, output_tokens, cost_usd, elapsed_ns "
-                "FROM calls WHERE key=?",
-                (key,),
-            ).fetchone()
+            if self._damaged:
+                return None
+            try:
+                row = self._db.execute(
+                    "SELECT reply, input_tokens, output_tokens, cost_usd, elapsed_ns "
+                    "FROM calls WHERE key=?",
+                    (key,),
+                ).fetchone()
+            except sqlite3.DatabaseError as exc:
+                if not is_damage(exc):
+                    raise
+                self._damaged = True
+                warnings.warn(
+                    str(storage_error(self.path, exc, what="call cache", lost=_LOST)),
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                return None
         if row is None:
             return None
         return CachedCall(
@@ -129,6 +165,8 @@ class CallCache:
 
     def put(self, key: str, model: str, call: CachedCall) -> None:
         with self._lock:
+            if self._damaged:
+                return
             self._db.execute(
                 "INSERT OR IGNORE INTO calls (key, model, reply, input_tokens, output_tokens, "
                 "cost_usd, elapsed_ns) VALUES (?, ?, ?, ?, ?, ?, ?)",

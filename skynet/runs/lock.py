@@ -26,6 +26,7 @@ from typing import Any
 
 from skynet.errors import ConfigError, SkynetError
 from skynet.runs.store import runs_db_path
+from skynet.storage import folder_error
 
 __all__ = ["LOCK_FILE", "ProjectBusy", "Writer", "lock_path", "one_writer"]
 
@@ -104,6 +105,9 @@ def one_writer(project_dir: Path, *, command: str, run_id: str | None = None) ->
     path = lock_path(project_dir)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise folder_error(path.parent, exc, what="run lock") from None
+    try:
         # Not inherited by children (O_CLOEXEC is Python's default): a sandbox or tool started
         # by the run must not keep the lock alive after the run died.
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from skynet.contract import STDOUT_KEY
 from skynet.evaluation import CANDIDATE_ERROR
 from skynet.mean import Mean, beside, mean_of
 from skynet.models.ledger import LedgerTotals
@@ -115,6 +116,8 @@ class RunSummary:
             reference or scoring config): stale until `skynet rescore`.
         repeats: with `repeat = N` (N > 1), the best candidate's items: mean, spread, which run
             is shown.
+        printed: the counted evaluations whose score() printed (kept off stdout, in each one's
+            extra["metric_stdout"]), as (item id, what it printed), in recording order.
     """
 
     run: RunRow
@@ -138,6 +141,7 @@ class RunSummary:
     current_hash: str | None = None
     outdated: int = 0
     repeats: tuple[ItemRepeats, ...] = ()
+    printed: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -461,6 +465,9 @@ def summarize(
         current_hash=current_hash,
         outdated=outdated,
         repeats=_repeats(evals, best.id if best is not None else None),
+        printed=tuple(
+            (e.item_id, str(e.extra[STDOUT_KEY])) for e in evals if e.extra.get(STDOUT_KEY)
+        ),
     )
 
 
@@ -837,11 +844,29 @@ def _facts(s: RunSummary) -> list[str]:
         f" ({_counts(s.error_kinds)})" if s.error_kinds else ""
     )
     if _evaluation_only(s):
-        return [f"Evaluations: {sum(c.val_items + c.test_items for c in s.candidates)}", errors]
+        return [
+            f"Evaluations: {sum(c.val_items + c.test_items for c in s.candidates)}",
+            errors,
+            *_printed(s),
+        ]
     return [
         f"Metric calls used: {_budget_calls(s)}",
         errors,
         f"Proposals: {_counts(s.proposals)}",
+        *_printed(s),
+    ]
+
+
+def _printed(s: RunSummary) -> list[str]:
+    """One line on what score() printed, where it is kept, and the first of it."""
+    if not s.printed:
+        return []
+    item, text = s.printed[0]
+    first = " ".join(text.split())
+    first = first if len(first) <= 80 else first[:79] + "…"
+    return [
+        f"Metric output: score() printed on {len(s.printed)} evaluation(s), kept in each one's "
+        f"record (extra.metric_stdout); the first, item '{item}': {first}"
     ]
 
 

@@ -29,6 +29,7 @@ from skynet.errors import ConfigError
 from skynet.evaluation import Result
 from skynet.measure import Observation
 from skynet.models.ledger import ROLES, CallRecord, LedgerTotals
+from skynet.storage import folder_error, is_fault, storage_error
 
 __all__ = [
     "EVALUATION",
@@ -51,6 +52,9 @@ RUN_STATUSES = ("running", "finished", "stopped", "aborted", "failed")
 EVALUATION = "eval"
 BUSY_TIMEOUT_MS = 30_000
 _RECENT = 5  # how many run ids an "unknown run" error lists
+_WHAT = "Skynet run store"
+# What moving a damaged run store aside keeps: the old file, for salvage.
+_LOST = "the .bad file keeps the earlier runs, for sqlite3's .recover"
 
 
 def runs_db_path(project_dir: Path) -> Path:
@@ -378,7 +382,9 @@ class RunStore:
         path: the database file, usually `runs_db_path(project_dir)` (`.skynet/runs.db`).
 
     Raises:
-        ConfigError: the file is not a run store, or was written by a newer Skynet.
+        StorageError: the file is not a run store, is damaged, or cannot be written (a
+            ConfigError; this and every later call say which file and the fix).
+        ConfigError: the file was written by a newer Skynet.
     """
 
     def __init__(self, path: Path) -> None:
@@ -387,41 +393,60 @@ class RunStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ConfigError(
-                f"cannot create the run store directory {self.path.parent}: {exc}; "
-                "make the project directory writable"
-            ) from exc
+            raise folder_error(self.path.parent, exc, what=_WHAT) from None
         # isolation_level=None: no implicit transactions; each write commits at once unless it
         # is grouped explicitly in _transaction().
-        self._db = sqlite3.connect(
-            str(self.path), check_same_thread=False, isolation_level=None, timeout=30
-        )
+        try:
+            self._db = sqlite3.connect(
+                str(self.path), check_same_thread=False, isolation_level=None, timeout=30
+            )
+        except sqlite3.Error as exc:
+            raise storage_error(self.path, exc, what=_WHAT, lost=_LOST) from None
         self._db.row_factory = sqlite3.Row
         try:
-            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            self._db.execute("PRAGMA journal_mode = WAL")
-            # WAL + NORMAL: every commit survives a killed process (SIGKILL); only a power loss
-            # can take the last ones back. FULL would sync the disk on every evaluation.
-            self._db.execute("PRAGMA synchronous = NORMAL")
-            self._db.execute("PRAGMA foreign_keys = ON")
-            self._migrate()
-        except sqlite3.DatabaseError as exc:
-            self._db.close()
-            if getattr(exc, "sqlite_errorname", "") == "SQLITE_NOTADB" or "not a database" in str(
-                exc
-            ):
-                raise ConfigError(
-                    f"{self.path} is not a Skynet run store ({exc}); move it aside, and Skynet "
-                    "will create a new one"
-                ) from exc
-            raise ConfigError(
-                f"cannot open the run store {self.path}: {exc}; check that the file is "
-                "writable and that no other process has held it locked for "
-                f"{BUSY_TIMEOUT_MS // 1000} s"
-            ) from exc
+            with self._faults():
+                self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                self._db.execute("PRAGMA journal_mode = WAL")
+                # WAL + NORMAL: every commit survives a killed process (SIGKILL); only a power
+                # loss can take the last ones back. FULL would sync the disk on every evaluation.
+                self._db.execute("PRAGMA synchronous = NORMAL")
+                self._db.execute("PRAGMA foreign_keys = ON")
+                self._migrate()
         except BaseException:
             self._db.close()
             raise
+
+    @contextmanager
+    def _faults(self) -> Iterator[None]:
+        """sqlite3 errors of the file (damaged, locked, unwritable) as one StorageError that
+        names it and the fix; an IntegrityError (callers' business) and the SQL's own errors
+        (bugs) pass as they are."""
+        try:
+            yield
+        except sqlite3.IntegrityError:
+            raise
+        except sqlite3.DatabaseError as exc:
+            if not is_fault(exc):
+                raise
+            raise storage_error(self.path, exc, what=_WHAT, lost=_LOST) from exc
+
+    def check_integrity(self) -> None:
+        """Refuse a damaged file before a writer starts on it (SQLite's quick_check: every page
+        read, no index cross-check). A run that cannot record must not start.
+
+        Raises:
+            StorageError: the file is damaged; the message says to move it aside.
+        """
+        with self._lock, self._faults():
+            rows = self._db.execute("PRAGMA quick_check(1)").fetchall()
+        problem = str(rows[0][0]) if rows else "no answer"
+        if problem != "ok":
+            raise storage_error(
+                self.path,
+                sqlite3.DatabaseError(f"database disk image is malformed: {problem}"),
+                what=_WHAT,
+                lost=_LOST,
+            )
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -440,12 +465,15 @@ class RunStore:
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         # BEGIN IMMEDIATE takes the write lock up front, so a read-then-write (a seq number, a
         # notes update) cannot race another process writing the same run.
-        with self._lock:
+        with self._lock, self._faults():
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
             except BaseException:
-                self._db.execute("ROLLBACK")
+                try:
+                    self._db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # a damaged file may have ended the transaction itself: say the first
                 raise
             self._db.execute("COMMIT")
 
@@ -477,18 +505,15 @@ class RunStore:
 
     def migrations(self) -> list[tuple[str, str]]:
         """The migrations applied to this database, in order, as (name, ISO time applied)."""
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT name, applied FROM {_MIGRATIONS_TABLE} ORDER BY id"
-            ).fetchall()
+        rows = self._query(f"SELECT name, applied FROM {_MIGRATIONS_TABLE} ORDER BY id")
         return [(r["name"], r["applied"]) for r in rows]
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        with self._lock:
+        with self._lock, self._faults():
             return self._db.execute(sql, params).fetchall()
 
     def _write(self, sql: str, params: tuple[Any, ...] = ()) -> int:
-        with self._lock:
+        with self._lock, self._faults():
             return self._db.execute(sql, params).rowcount
 
     # -- runs -----------------------------------------------------------------------------------

@@ -190,7 +190,7 @@ def test_the_lock_is_held_for_the_block_and_names_its_holder(tmp_path):
 def test_a_lock_folder_that_is_a_file_is_a_config_error(tmp_path):
     (tmp_path / ".skynet").write_text("not a folder")
     with (
-        pytest.raises(ConfigError, match=r"cannot open the run lock"),
+        pytest.raises(ConfigError, match=r"\.skynet is a file, not a folder.*move it aside"),
         one_writer(tmp_path, command="run"),
     ):
         pass
