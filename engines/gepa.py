@@ -382,7 +382,14 @@ class GepaEngine:
                 side["Feedback"] = result.feedback
                 if result.scores:
                     side["scores"] = dict(result.scores)
-                side.update({k: v for k, v in result.extra.items() if k not in side})
+                # What score() printed is the user's own debugging, kept in the records only.
+                side.update(
+                    {
+                        k: v
+                        for k, v in result.extra.items()
+                        if k not in side and k != "metric_stdout"
+                    }
+                )
                 return float(result.score or 0.0), cut_side_info(side, limit)
             # An error is not a wrong answer; GEPA needs a number, the records keep the error.
             side["Error"] = result.error
