@@ -601,7 +601,11 @@ def _tree(pid: int) -> list[int]:
     while todo:
         current = todo.pop()
         found.append(current)
-        for task in Path(f"/proc/{current}/task").glob("*"):
+        try:  # the process may exit while it is read
+            tasks = list(Path(f"/proc/{current}/task").glob("*"))
+        except OSError:
+            continue
+        for task in tasks:
             with contextlib.suppress(OSError, ValueError):
                 todo += [int(c) for c in (task / "children").read_text().split()]
     return found
