@@ -12,11 +12,14 @@ import signal
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skynet import __version__
 from skynet.errors import ConfigError, ModelError, SkynetError
 from skynet.terminal import printable
+
+if TYPE_CHECKING:
+    from skynet.config import Overrides
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,21 +35,35 @@ def _project_dir(args: argparse.Namespace) -> Path:
     return (base / target) if target else base
 
 
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    pairs = {
-        "budget.max_metric_calls": getattr(args, "max_metric_calls", None),
-        "budget.max_cost_usd": getattr(args, "max_cost_usd", None),
-        "budget.max_minutes": getattr(args, "max_minutes", None),
-        "engine.name": getattr(args, "engine", None),
-        "engine.seed": getattr(args, "seed", None),
-        "engine.concurrency": getattr(args, "concurrency", None),
-        "models.task": getattr(args, "task_model", None),
-        "models.reflection": getattr(args, "reflection_model", None),
-        "models.metric": getattr(args, "metric_model", None),
-    }
-    found = {k: v for k, v in pairs.items() if v is not None}
-    found.update(_key_values(getattr(args, "set", None), "--set", "engine.seed=3"))
-    return found
+# The flags that set one skynet.toml key each: (the args attribute, the key).
+_FLAG_KEYS = (
+    ("max_metric_calls", "budget.max_metric_calls"),
+    ("max_cost_usd", "budget.max_cost_usd"),
+    ("max_minutes", "budget.max_minutes"),
+    ("engine", "engine.name"),
+    ("seed", "engine.seed"),
+    ("concurrency", "engine.concurrency"),
+    ("task_model", "models.task"),
+    ("reflection_model", "models.reflection"),
+    ("metric_model", "models.metric"),
+)
+
+
+def _overrides(args: argparse.Namespace) -> Overrides:
+    """The flags' keys and values, each remembering the flag it came from for messages."""
+    from skynet.config import Overrides
+
+    found: dict[str, Any] = {}
+    given: dict[str, str] = {}
+    for attr, key in _FLAG_KEYS:
+        value = getattr(args, attr, None)
+        if value is not None:
+            found[key], given[key] = value, f"--{attr.replace('_', '-')} {value}"
+    settings = getattr(args, "set", None) or []
+    found.update(_key_values(settings, "--set", "engine.seed=3"))
+    for setting in settings:
+        given[setting.partition("=")[0].strip()] = f"--set {setting}"
+    return Overrides(found, given=given)
 
 
 def _key_values(settings: list[str] | None, flag: str, example: str) -> dict[str, Any]:
@@ -228,9 +245,28 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(render_text(summary))
     if args.html:
         target = Path(args.html)
-        target.write_text(render_html(summary), encoding="utf-8")
+        _write_text(target, render_html(summary), flag="--html", example="report.html")
         print(f"wrote {target}")
     return EXIT_OK
+
+
+def _write_text(target: Path, text: str, *, flag: str, example: str) -> None:
+    """Write a file the user named with `flag`, or a ConfigError saying why it cannot be."""
+    try:
+        target.write_text(text, encoding="utf-8")
+    except IsADirectoryError:
+        raise ConfigError(
+            f"{target}: is a directory; give {flag} a file path, e.g. {flag} {target / example}"
+        ) from None
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{target}: the folder {target.parent} does not exist; create it, or give {flag} "
+            "a path in a folder that exists"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"{target}: cannot write it ({exc.strerror or exc}); give {flag} another path"
+        ) from None
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:
@@ -239,11 +275,16 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     from skynet import scorers
     from skynet.data import Item
     from skynet.errors import DatasetError
+    from skynet.textfile import read_text
 
     path = Path(args.data)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such data file (--data takes a JSONL or JSON list file)")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(
+        path,
+        what="data",
+        key="--data",
+        missing="no such data file (--data takes a JSONL or JSON list file)",
+        error=DatasetError,
+    )
     try:
         rows = (
             json.loads(text)
@@ -277,12 +318,13 @@ def _candidate_from_file(project: Any, path: Path) -> dict[str, str]:
     from skynet.artifacts.code import COMPONENT, CodeArtifact
     from skynet.artifacts.dspy_program import DspyArtifact
     from skynet.artifacts.prompt import load_prompt
+    from skynet.textfile import read_bytes, read_text
 
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such candidate file")
+    key, missing = "--candidate", "no such candidate file; give --candidate best, seed or a file"
     if isinstance(project.artifact, CodeArtifact):
-        return {COMPONENT: path.read_text(encoding="utf-8")}
+        return {COMPONENT: read_text(path, what="candidate", key=key, missing=missing)}
     if isinstance(project.artifact, DspyArtifact):
+        read_bytes(path, what="candidate", key=key, missing=missing)
         program = project.artifact.with_candidate({})
         try:
             program.load(str(path))
@@ -291,7 +333,7 @@ def _candidate_from_file(project: Any, path: Path) -> dict[str, str]:
                 f"{path}: not a program saved by DSPy for this program ({exc})"
             ) from exc
         return project.artifact.candidate_of(program)
-    return load_prompt(path, project.config.data.inputs).components
+    return load_prompt(path, project.config.data.inputs, key=key).components
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:
@@ -479,9 +521,8 @@ def cmd_judge_collect(args: argparse.Namespace) -> int:
             "--out another file"
         )
     run_id, rows = collect_labels(config, args.run, n=args.n, seed=args.sample_seed)
-    with open(out, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    _write_text(out, lines, flag="--out", example="labels.jsonl")
     print(
         f"wrote {len(rows)} output(s) of run {run_id} to {out} (blind: no judge verdict); set "
         '"human" to true (right) or false (wrong) on each line, then: skynet judge validate '

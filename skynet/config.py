@@ -18,6 +18,7 @@ import types
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -26,6 +27,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationError,
+    field_validator,
     model_validator,
 )
 from pydantic.fields import FieldInfo
@@ -53,6 +55,7 @@ __all__ = [
     "JudgeThresholdsConfig",
     "MetricConfig",
     "ModelsSection",
+    "Overrides",
     "PriceConfig",
     "SplitConfig",
     "load_config",
@@ -281,6 +284,9 @@ class MetricConfig(_Section):
     options: dict[str, Any] = Field(
         default_factory=dict, description="a table of options for the built-in scorer"
     )
+    time_s: Float = Field(
+        default=60.0, gt=0, description="a number > 0 (seconds one metric call may take)"
+    )
 
     @model_validator(mode="after")
     def _path_or_name(self) -> MetricConfig:
@@ -389,6 +395,22 @@ class EndpointConfig(_Section):
         default=8, ge=1, description="an integer >= 1 (calls in flight at once)"
     )
     rpm: Float | None = Field(default=None, gt=0, description="a number > 0 (requests per minute)")
+
+    @field_validator("api_base")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        # Refused here, not after a model call's retries spent on a URL that cannot connect.
+        if value is None:
+            return value
+        try:
+            parts = urlsplit(value)
+            usable = parts.scheme in ("http", "https") and bool(parts.hostname)
+            parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+        except ValueError:
+            usable = False
+        if not usable:
+            raise ValueError("not an http:// or https:// URL with a host")
+        return value
 
 
 class ModelsSection(_Section):
@@ -584,6 +606,20 @@ def _api_key(model: str, endpoint: EndpointConfig) -> str | None:
     return key
 
 
+class Overrides(dict[str, Any]):
+    """Overrides for load_config that remember how each was given, e.g. {"engine.seed":
+    "--set engine.seed=3"}, so a message names the flag the user typed rather than skynet.toml.
+
+    A key with no entry in `given` is named "override 'KEY'".
+    """
+
+    def __init__(
+        self, values: Mapping[str, Any] | None = None, *, given: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(values or {})
+        self.given: dict[str, str] = dict(given or {})
+
+
 def load_config(project_dir: Path | str, overrides: Mapping[str, Any] | None = None) -> Config:
     """Read, override and validate project_dir/skynet.toml.
 
@@ -606,9 +642,11 @@ def load_config(project_dir: Path | str, overrides: Mapping[str, Any] | None = N
     if isinstance(raw.get("metric"), str):
         # `metric = "xlam-tool-call"`: shorthand for [metric] name = "xlam-tool-call".
         raw["metric"] = {"name": raw["metric"]}
-    applied: list[tuple[str, ...]] = []
+    given = overrides.given if isinstance(overrides, Overrides) else {}
+    applied: list[tuple[tuple[str, ...], str]] = []
     for key, value in (overrides or {}).items():
-        applied.append(_apply_override(raw, key, value))
+        source = given.get(key) or f"override '{key}'"
+        applied.append((_apply_override(raw, key, value, source), source))
     try:
         config = Config.model_validate(raw)
     except ValidationError as exc:
@@ -630,9 +668,10 @@ def _read_toml(file: Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"{file}: cannot read it ({exc.strerror}); check the path") from None
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte-order mark (some Windows editors) is dropped
     except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
+        start = exc.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
+        line = data[:start].count(b"\n") + 1
         raise ConfigError(f"{file}:{line}: not UTF-8 text; save the file as UTF-8") from None
     try:
         return tomllib.loads(text)
@@ -648,14 +687,14 @@ def _read_toml(file: Path) -> dict[str, Any]:
         raise ConfigError(f"{file}: TOML syntax error: {message}; fix the file") from None
 
 
-def _split_key(key: str) -> tuple[str, ...]:
+def _split_key(key: str, source: str) -> tuple[str, ...]:
     parts = tuple(
         m.group(1) if m.group(1) is not None else m.group(2).strip() for m in _SEGMENT.finditer(key)
     )
     rebuilt = ".".join(f'"{p}"' if not _BARE.fullmatch(p) else p for p in parts)
     if not parts or any(p == "" for p in parts) or _normal(rebuilt) != _normal(key):
         raise ConfigError(
-            f"override '{key}': not a dotted key; write it like 'budget.max_metric_calls', "
+            f"{source}: '{key}' is not a dotted key; write it like 'budget.max_metric_calls', "
             "quoting a segment that holds a dot"
         )
     return parts
@@ -665,14 +704,14 @@ def _normal(key: str) -> str:
     return key.replace('"', "").replace(" ", "")
 
 
-def _apply_override(raw: dict[str, Any], key: str, value: Any) -> tuple[str, ...]:
-    parts = _split_key(key)
+def _apply_override(raw: dict[str, Any], key: str, value: Any, source: str) -> tuple[str, ...]:
+    parts = _split_key(key, source)
     table = raw
     for depth, part in enumerate(parts[:-1]):
         nested = table.setdefault(part, {})
         if not isinstance(nested, dict):
             raise ConfigError(
-                f"override '{key}': {_dotted(parts[: depth + 1])} is a value, not a table, so it "
+                f"{source}: {_dotted(parts[: depth + 1])} is a value, not a table, so it "
                 f"has no key '{parts[depth + 1]}'; override {_dotted(parts[: depth + 1])} itself"
             )
         table = nested
@@ -789,16 +828,22 @@ def _describe(error: Any) -> str:
 
 
 def _config_error(
-    exc: ValidationError, file: Path, overridden: list[tuple[str, ...]]
+    exc: ValidationError, file: Path, overridden: list[tuple[tuple[str, ...], str]]
 ) -> ConfigError:
     # An unknown key explains the errors it causes (a misspelt required key is also "missing").
     errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
     first = errors[0]
     loc = tuple(str(p) for p in first["loc"])
-    source = next(
-        (f"override '{_dotted(key)}'" for key in overridden if loc[: len(key)] == key),
-        str(file),
-    )
+    source = str(file)
+    for key, given in overridden:
+        if loc[: len(key)] == key:
+            source = given
+            break
+        if first["type"] == "extra_forbidden" and key[: len(loc)] == loc:
+            # The override made the unknown table (--set limits.time_s=1 makes [limits]): the
+            # unknown key is the whole one given, and the nearest known key is sought for it.
+            source, first = given, {**first, "loc": key}
+            break
     message = f"{source}: {_describe(first)}"
     if len(errors) > 1:
         more = len(errors) - 1

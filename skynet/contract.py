@@ -36,6 +36,7 @@ from skynet.errors import ConfigError, ContractError, MetricError, MetricExited
 from skynet.measure import TESTING, Observation, current_observation, scoring
 from skynet.printed import Printed, capturing
 from skynet.reward import RewardSpec, validate_spec
+from skynet.textfile import read_bytes
 
 __all__ = [
     "RETURN_VALUE",
@@ -403,7 +404,8 @@ class Metric:
         except concurrent.futures.TimeoutError:
             raise MetricError(
                 f"{self.where}: score() ran longer than {self.limits.time_s:g} s{item} and was "
-                "abandoned; make it faster or raise limits.time_s",
+                "abandoned; make it faster, or raise metric.time_s in skynet.toml (or --set "
+                f"metric.time_s={max(2 * self.limits.time_s, 1):g})",
                 item_id=item_id,
                 extra=_printed_extra(printed),
             ) from None
@@ -557,14 +559,16 @@ def load_metric(path: str | Path, *, limits: Limits | None = None) -> Metric:
         ContractError: the file is missing, does not import, or has no usable score().
         ConfigError: REWARD_SPEC is malformed (the message names the key).
     """
-    p = Path(path).expanduser().resolve()
-    if not p.is_file():
-        raise ContractError(
-            f"{p}: no such metric file; write a metric.py that defines "
-            "score(input, output, expected=None)",
-            check=METRIC_FILE,
-        )
-    source = p.read_bytes()
+    given = Path(path).expanduser().absolute()
+    source = read_bytes(
+        given,
+        what="metric",
+        key="metric.path in skynet.toml",
+        missing="no such metric file; write a metric.py that defines "
+        "score(input, output, expected=None)",
+        error=lambda message: ContractError(message, check=METRIC_FILE),
+    )
+    p = given.resolve()
     module = _load_module(p)
     fn = getattr(module, "score", None)
     if fn is None:

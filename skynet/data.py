@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skynet.errors import ConfigError, DatasetError
+from skynet.textfile import read_text
 
 if TYPE_CHECKING:
     from skynet.config import Config, SplitConfig
@@ -198,22 +199,15 @@ def _read(file: Path, base: Path, key: str) -> Iterator[_Row]:
 
 
 def _text(file: Path, shown: str, key: str) -> str:
-    try:
-        raw = file.read_bytes()
-    except FileNotFoundError:
-        raise DatasetError(
-            f"{shown}: file not found ({key} in skynet.toml, relative to {file.parent}); "
-            "fix the path or create the file"
-        ) from None
-    except OSError as exc:
-        raise DatasetError(f"{shown}: cannot read it ({exc.strerror}); check {key}") from None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise DatasetError(
-            f"{shown}:{line}: not UTF-8 text (byte {exc.start}); save the file as UTF-8"
-        ) from None
+    return read_text(
+        file,
+        what="data",
+        key=f"{key} in skynet.toml",
+        missing=f"file not found ({key} in skynet.toml, relative to {file.parent}); fix the path "
+        "or create the file",
+        error=DatasetError,
+        shown=shown,
+    )
 
 
 def _kind(value: Any) -> str:

@@ -142,6 +142,8 @@ def open_project(project_dir: Path, overrides: dict[str, Any] | None = None) -> 
     config = load_config(project_dir, overrides)
     dataset = load_dataset(config)
     metric = _project_metric(project_dir, config, dataset)
+    # metric.time_s holds every metric to its time per call, metric.py or a built-in scorer.
+    metric.limits = dataclasses.replace(metric.limits, time_s=config.metric.time_s)
     art = config.artifact
     artifact: PromptArtifact | CodeArtifact | DspyArtifact
     if art.kind == "dspy":
@@ -980,6 +982,18 @@ def _run(
     if stopped_by:
         store.set_note(run_id, "stopped_by", stopped_by)
         say(f"stopped: {stopped_by}; the best so far is kept")
+    if budget is not None and progress.calls > budget:
+        # gepa (and dspy.GEPA) stop between iterations, never inside one.
+        replays = (
+            f"; {progress.replayed} of the calls were replayed from the records, not scored again"
+            if progress.replayed
+            else ""
+        )
+        say(
+            f"metric calls {progress.calls} of {budget}, {progress.calls - budget} over "
+            f"max_metric_calls: the {engine_name} engine checks the budget only when an iteration "
+            f"starts, and lets the last iteration's evaluations finish{replays}"
+        )
     best_id = candidate_id(best, project.fingerprint)
     store.set_best(run_id, best_id)
     name, text = project.render(best)

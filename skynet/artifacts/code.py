@@ -251,9 +251,14 @@ def load_code(
         ConfigError: the file is missing, does not parse, or defines no run function.
         SandboxUnavailable: sandbox_mode "bwrap" and bubblewrap cannot run here.
     """
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such code file; set [artifact] path in skynet.toml")
-    source = path.read_text(encoding="utf-8")
+    # Imported here: the sandbox's modules load on their own, standard library only
+    # (tests/unprivileged.py runs them as another user).
+    from skynet.textfile import read_text
+
+    key = "artifact.path in skynet.toml"
+    source = read_text(
+        path, what="code", key=key, missing=f"no such code file; set {key} to your code.py"
+    )
     try:
         tree = ast.parse(source, filename=str(path))
     except SyntaxError as exc:

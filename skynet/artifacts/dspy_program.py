@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from skynet.errors import CandidateFailed, ConfigError
+from skynet.textfile import read_bytes
 
 __all__ = ["DspyArtifact", "load_program"]
 
@@ -103,8 +104,9 @@ def load_program(path: Path, *, max_tokens: int = 256, temperature: float = 0.0)
     """
     import dspy
 
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such program file; set [artifact] path in skynet.toml")
+    key = "artifact.path in skynet.toml"
+    # Read first, so a missing, unreadable or directory path says so before the import.
+    read_bytes(path, what="program", key=key, missing=f"no such program file; set {key}")
     name = "skynet_user_program_" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:

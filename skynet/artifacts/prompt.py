@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from skynet.errors import ConfigError
+from skynet.textfile import read_text
 
 __all__ = ["PromptArtifact", "load_prompt", "render_prompt"]
 
@@ -69,16 +70,24 @@ def _placeholders(template: str) -> list[str]:
     return names
 
 
-def load_prompt(path: Path, inputs: Sequence[str]) -> PromptArtifact:
+def load_prompt(
+    path: Path, inputs: Sequence[str], *, key: str = "artifact.path in skynet.toml"
+) -> PromptArtifact:
     """Read prompt.md and check its placeholders against the input columns.
 
+    Args:
+        path: the prompt file.
+        inputs: the input columns its placeholders may name.
+        key: where the user named the file, for the messages (e.g. "--candidate").
+
     Raises:
-        ConfigError: the file is missing or empty, a section is repeated, or a placeholder names
-            no input column (the message names file, line and the known columns).
+        ConfigError: the file is missing, unreadable or not UTF-8, or empty, a section is
+            repeated, or a placeholder names no input column (the message names file, line and
+            the known columns).
     """
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such prompt file; set [artifact] path in skynet.toml")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(
+        path, what="prompt", key=key, missing=f"no such prompt file; set {key} to your prompt"
+    )
     sections: dict[str, list[str]] = {}
     starts: dict[str, int] = {}
     current: str | None = None

@@ -44,6 +44,7 @@ from skynet.models.governor import Governor
 from skynet.models.ledger import CallRecord, Ledger
 from skynet.scorers.base import Reply, Verdict
 from skynet.scorers.exact import FAILED, NO_ANSWER, accepted_answers, output_text, sort_output
+from skynet.textfile import read_text
 
 if TYPE_CHECKING:
     from skynet.config import Config
@@ -1315,12 +1316,13 @@ def read_labels(path: Path) -> list[LabelledRow]:
         DatasetError: the file is missing, a line is not a JSON object, lacks a field, or has
             "human" null or not a bool; the message names the file and line.
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DatasetError(
-            f"{path}: no such labels file; write one with `skynet judge collect --out {path.name}`"
-        ) from None
+    text = read_text(
+        path,
+        what="labels",
+        key="--labels",
+        missing=f"no such labels file; write one with `skynet judge collect --out {path.name}`",
+        error=DatasetError,
+    )
     rows: list[LabelledRow] = []
     for parsed in read_jsonl(text, str(path)):
         where, row = parsed.where, parsed.values
