@@ -419,9 +419,8 @@ class Metric:
             raise self._raised(exc, item, item_id, printed) from exc
 
     def _line(self, exc: BaseException) -> str:
-        frames = traceback.extract_tb(exc.__traceback__)
-        user = [f for f in frames if self.path is not None and Path(f.filename) == self.path]
-        return f" (line {user[-1].lineno})" if user else ""
+        line = _user_line(exc, self.path) if self.path is not None else None
+        return f" (line {line})" if line is not None else ""
 
     def _raised(
         self, exc: Exception, item: str, item_id: str | None, printed: Printed
@@ -504,6 +503,12 @@ def _printed_extra(printed: Printed) -> dict[str, object]:
     return {STDOUT_KEY: text} if text else {}
 
 
+def _user_line(exc: BaseException, path: Path) -> int | None:
+    """The line of `path` (the user's file) that `exc` was last raised through, if any."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
+    return frames[-1].lineno if frames else None
+
+
 def _load_module(path: Path) -> ModuleType:
     digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
     # A name of its own per file: two projects' metric.py never collide in sys.modules.
@@ -525,8 +530,8 @@ def _load_module(path: Path) -> ModuleType:
         ) from None
     except SystemExit as exc:  # a script's exit at module level: never Skynet's end
         sys.modules.pop(name, None)
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
-        line = f":{frames[-1].lineno}" if frames else ""
+        at = _user_line(exc, path)
+        line = f":{at}" if at is not None else ""
         raise ContractError(
             f"{path}{line}: importing the metric {_exit_call(exc)}; metric.py must import "
             'cleanly: move script code under `if __name__ == "__main__":`',
@@ -534,8 +539,8 @@ def _load_module(path: Path) -> ModuleType:
         ) from None
     except Exception as exc:
         sys.modules.pop(name, None)
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
-        line = f":{frames[-1].lineno}" if frames else ""
+        at = _user_line(exc, path)
+        line = f":{at}" if at is not None else ""
         raise ContractError(
             f"{path}{line}: importing the metric raised {type(exc).__name__}: {exc}; "
             "metric.py must import cleanly",
