@@ -27,7 +27,7 @@ import threading
 from typing import Any, cast
 
 from engines.options import dspy_gepa_options
-from engines.sampling import fit_to_budget
+from engines.sampling import fit_options
 from skynet.data import Item
 from skynet.engine import Candidate, EngineContext, EngineOutcome, EngineSettings
 from skynet.errors import BudgetExhausted, ConfigError, ModelError
@@ -233,13 +233,7 @@ class DspyGepaEngine:
         gepa_kwargs = dict(options.pop("gepa_kwargs", {}))
         if ctx.frontier is not None:  # Auto's choice; gepa_kwargs.frontier_type wins
             gepa_kwargs.setdefault("frontier_type", ctx.frontier)
-        if ctx.fit_to_budget and "sampling_strategy" in gepa_kwargs:
-            gepa_kwargs["sampling_strategy"] = fit_to_budget(
-                gepa_kwargs["sampling_strategy"],
-                max_metric_calls=ctx.max_metric_calls,
-                minibatch=min(ctx.minibatch_size, len(ctx.train)),
-                val=len(ctx.val),
-            )
+        gepa_kwargs = fit_options(gepa_kwargs, ctx)
         # The embedded small models ramble to any limit; a real one gets its own, as in DSPy.
         small = ctx.settings.reflection_model.startswith("local/")
         optimizer = dspy.GEPA(

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from engines.options import gepa_options
-from engines.sampling import fit_to_budget
+from engines.sampling import fit_options
 from skynet.data import Item
 from skynet.engine import Candidate, EngineContext, EngineOutcome, EngineSettings
 from skynet.errors import BudgetExhausted, ConfigError, ModelError
@@ -409,13 +409,7 @@ class GepaEngine:
             template.text or _gepa_template(gepa_objective, gepa_background),
             template.max_tokens,
         )
-        if ctx.fit_to_budget and "sampling_strategy" in engine_options:
-            engine_options["sampling_strategy"] = fit_to_budget(
-                engine_options["sampling_strategy"],
-                max_metric_calls=ctx.max_metric_calls,
-                minibatch=min(ctx.minibatch_size, len(ctx.train)),
-                val=len(ctx.val),
-            )
+        engine_options = fit_options(engine_options, ctx)
         per_iteration = _tasks_per_iteration(engine_options.get("sampling_strategy"))
         reflection_options: dict[str, Any] = {"reflection_lm": reflector, **options.reflection}
         if template.text is not None:

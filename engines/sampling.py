@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["BudgetFitted", "fit_to_budget"]
+from skynet.engine import EngineContext
+
+__all__ = ["BudgetFitted", "fit_options", "fit_to_budget"]
 
 
 class BudgetFitted:
@@ -43,6 +45,19 @@ class BudgetFitted:
         return IndependentSampling(n).sample_tasks(
             state, candidate_selector, batch_sampler, trainset
         )
+
+
+def fit_options(options: dict[str, Any], ctx: EngineContext) -> dict[str, Any]:
+    """gepa's options with their sampling strategy held to the budget, when Auto chose it."""
+    if not ctx.fit_to_budget or "sampling_strategy" not in options:
+        return options
+    strategy = fit_to_budget(
+        options["sampling_strategy"],
+        max_metric_calls=ctx.max_metric_calls,
+        minibatch=min(ctx.minibatch_size, len(ctx.train)),
+        val=len(ctx.val),
+    )
+    return {**options, "sampling_strategy": strategy}
 
 
 def fit_to_budget(strategy: Any, *, max_metric_calls: int | None, minibatch: int, val: int) -> Any:
