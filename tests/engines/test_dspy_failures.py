@@ -19,6 +19,13 @@ def _dspy_reflection(body) -> bool:
     return any("new_instruction" in m["content"] for m in body["messages"])
 
 
+def _dspy_gepa_project(tmp_path, url):
+    project = make_dspy_project(tmp_path / "p", url)
+    toml = project / "skynet.toml"
+    toml.write_text(toml.read_text().replace('name = "gepa"', 'name = "dspy-gepa"'))
+    return project
+
+
 def _records(project):
     with sqlite3.connect(project / ".skynet" / "runs.db") as db:
         status, error = db.execute("SELECT status, error FROM runs").fetchone()
@@ -39,9 +46,7 @@ def test_a_dead_task_model_is_an_evaluation_error_and_aborts_the_run(
         return responder(body) if _dspy_reflection(body) else fail(503, retry_after=0)
 
     scripted_server.responder = down
-    project = make_dspy_project(tmp_path / "p", scripted_server.url)
-    toml = project / "skynet.toml"
-    toml.write_text(toml.read_text().replace('name = "gepa"', 'name = "dspy-gepa"'))
+    project = _dspy_gepa_project(tmp_path, scripted_server.url)
     assert main(["-C", str(project), "run"]) == 2
     out, err = capsys.readouterr()
     assert "evaluations failed" in err and f"at {scripted_server.url}" in err
@@ -59,9 +64,7 @@ def test_a_program_that_raises_is_the_candidate_s_error_on_its_item(
     tmp_path, scripted_server, capsys
 ):
     scripted_server.responder = responder
-    project = make_dspy_project(tmp_path / "p", scripted_server.url)
-    toml = project / "skynet.toml"
-    toml.write_text(toml.read_text().replace('name = "gepa"', 'name = "dspy-gepa"'))
+    project = _dspy_gepa_project(tmp_path, scripted_server.url)
     (project / "program.py").write_text(
         "import dspy\n\n"
         "class Program(dspy.Module):\n"
@@ -89,9 +92,7 @@ def test_proposals_are_recorded_and_progress_bars_stay_off_stdout(
     tmp_path, scripted_server, capsys
 ):
     scripted_server.responder = responder
-    project = make_dspy_project(tmp_path / "p", scripted_server.url)
-    toml = project / "skynet.toml"
-    toml.write_text(toml.read_text().replace('name = "gepa"', 'name = "dspy-gepa"'))
+    project = _dspy_gepa_project(tmp_path, scripted_server.url)
     assert main(["-C", str(project), "run"]) == 0
     out, _ = capsys.readouterr()
     assert "Average Metric" not in out  # DSPy's bars: in the engine log
