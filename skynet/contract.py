@@ -60,6 +60,9 @@ SIGNATURE = "Metric signature"
 METRIC_FILE = "Metric file"
 # The key of a result's extra that holds what score() printed (cut to limits.feedback_chars).
 STDOUT_KEY = "metric_stdout"
+# The key of a timed-out result's extra that holds the limit it ran past (metric.time_s then): a
+# resumed run scores the item again when metric.time_s was raised since.
+TIMED_OUT_KEY = "metric_timed_out_s"
 
 _FIX = 'return a pair (score, {"feedback": "what is wrong and what right looks like"})'
 
@@ -407,7 +410,7 @@ class Metric:
                 "abandoned; make it faster, or raise metric.time_s in skynet.toml (or --set "
                 f"metric.time_s={max(2 * self.limits.time_s, 1):g})",
                 item_id=item_id,
-                extra=_printed_extra(printed),
+                extra={**_printed_extra(printed), TIMED_OUT_KEY: self.limits.time_s},
             ) from None
         except (SystemExit, KeyboardInterrupt) as exc:
             # score()'s own exit is the future's exception; a Ctrl-C (or `kill`) while waiting

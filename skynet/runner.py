@@ -24,7 +24,7 @@ from skynet.artifacts.code import CodeArtifact, load_code
 from skynet.artifacts.dspy_program import DspyArtifact, load_program, prompt_as_program
 from skynet.artifacts.prompt import PromptArtifact, load_prompt, render_prompt
 from skynet.config import Config, load_config
-from skynet.contract import CheckReport, Metric, check_metric, load_metric
+from skynet.contract import TIMED_OUT_KEY, CheckReport, Metric, check_metric, load_metric
 from skynet.data import Dataset, Item, load_dataset
 from skynet.engine import (
     Candidate,
@@ -35,7 +35,7 @@ from skynet.engine import (
     get_engine,
 )
 from skynet.errors import BudgetExhausted, ConfigError, ContractError, SkynetError
-from skynet.evaluation import CANDIDATE_ERROR, Evaluation, Result, current_draw
+from skynet.evaluation import CANDIDATE_ERROR, METRIC_ERROR, Evaluation, Result, current_draw
 from skynet.mean import Mean, mean_of, mean_of_results
 from skynet.measure import TESTING, Observation, scoring
 from skynet.models import Models, configure
@@ -422,6 +422,15 @@ def _transient(result: Result) -> bool:
     return bool(lines) and lines[-1].startswith(_TRANSIENT)
 
 
+def _timed_out_below(result: Result, time_s: float | None) -> bool:
+    """Whether `result` is the metric running past a time limit lower than `time_s` (None: no
+    limit): the user raised metric.time_s as the time-out advised, so a resume scores it again."""
+    if result.error_kind != METRIC_ERROR:
+        return False
+    limit = result.extra.get(TIMED_OUT_KEY)
+    return isinstance(limit, int | float) and (time_s is None or time_s > limit)
+
+
 def _named_scores(project: Project) -> bool:
     """Whether the metric returns named scores (asked once, on the first item's answer key)."""
     items = [*project.dataset.val, *project.dataset.train]
@@ -754,9 +763,15 @@ def _run(
 
     faults = 0
     # What the model or the network failed on in an earlier process is not final: a resumed
-    # run asks again (once each), after the endpoint was fixed. Other errors stand.
+    # run asks again (once each), after the endpoint was fixed; so is a metric time-out once
+    # metric.time_s was raised. Other errors stand.
     retry: set[tuple[str, str]] = (
-        {(e.candidate_id, e.item_id) for e in store.evaluations(run_id) if _transient(e.result())}
+        {
+            (e.candidate_id, e.item_id)
+            for e in store.evaluations(run_id)
+            if _transient(result := e.result())
+            or _timed_out_below(result, project.metric.limits.time_s)
+        }
         if resume
         else set()
     )

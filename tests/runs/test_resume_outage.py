@@ -3,6 +3,7 @@ nothing recorded is paid twice, and replayed proposals are recorded once."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections import Counter
@@ -88,3 +89,42 @@ def test_a_run_aborted_by_an_outage_resumes_once_the_endpoint_is_fixed(
         if is_reflection(r)
     )
     assert max(reflections.values()) == 1
+
+
+# Slow on the model's long answers only: the self-test's answer key and null control pass.
+SLOW_METRIC = """
+import time
+
+def score(input, output, expected=None):
+    if "history" in output:
+        time.sleep(0.3)
+    named = expected["capital"].lower() in output.lower()
+    return float(named), {"feedback": "right" if named else "name the capital"}
+"""
+
+
+def test_a_run_aborted_by_metric_time_outs_resumes_with_a_raised_time_s(
+    tmp_path, scripted_server, capsys
+):
+    # The time-out's advice (raise metric.time_s, then resume) must work: the time-outs recorded
+    # under the lower limit are scored again, their task replies replayed, not paid again.
+    scripted_server.responder = task_responder
+    project = make_project(tmp_path / "p", scripted_server.url, budget=24)
+    (project / "metric.py").write_text(SLOW_METRIC)
+    assert main(["-C", str(project), "run", "--set", "metric.time_s=0.05"]) == 2
+    err = capsys.readouterr().err
+    assert "ran longer than 0.05 s" in err and "Fix the metric or the artifact" in err
+    run_id, status, _, errors, *_ = _rows(project)
+    assert status == "aborted" and errors >= 5
+
+    # Resumed with the same limit, the time-outs stand (nothing changed that would help).
+    assert main(["-C", str(project), "run", "--resume", run_id, "--set", "metric.time_s=0.05"]) == 2
+    capsys.readouterr()
+    assert _rows(project)[3] == errors
+
+    assert main(["-C", str(project), "run", "--resume", run_id, "--set", "metric.time_s=5"]) == 0
+    _, status, _, errors, _, _, paid = _rows(project)
+    assert status == "finished" and errors == 0
+    task = [r for r in scripted_server.requests if not is_reflection(r)]
+    distinct = {(json.dumps(r["messages"]), r.get("temperature"), r.get("seed")) for r in task}
+    assert paid == len(distinct)  # each task reply paid once across the three processes
