@@ -175,11 +175,23 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def _runs_db(args: argparse.Namespace) -> Path | None:
+    """The project's runs.db, None when no run was recorded; a .skynet that is a file, not a
+    folder, is one line saying so (not "no runs")."""
+    from skynet.storage import folder_error
+
+    folder = _project_dir(args) / ".skynet"
+    if folder.exists() and not folder.is_dir():
+        raise folder_error(folder, NotADirectoryError(folder), what="run records")
+    path = folder / "runs.db"
+    return path if path.exists() else None
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     from skynet.runs import RunStore
 
-    path = _project_dir(args) / ".skynet" / "runs.db"
-    if not path.exists():
+    path = _runs_db(args)
+    if path is None:
         print("no runs yet: skynet run starts one")
         return EXIT_OK
     rows = RunStore(path).list_runs()
@@ -194,9 +206,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def _open_run(args: argparse.Namespace) -> tuple[Any, str]:
     from skynet.runs import RunStore
 
-    path = _project_dir(args) / ".skynet" / "runs.db"
-    if not path.exists():
-        raise ConfigError(f"{path.parent}: no runs recorded here; skynet run starts one")
+    path = _runs_db(args)
+    if path is None:
+        raise ConfigError(
+            f"{_project_dir(args) / '.skynet'}: no runs recorded here; skynet run starts one"
+        )
     store = RunStore(path)
     run_id = getattr(args, "run", None)
     if not run_id:

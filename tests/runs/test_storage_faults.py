@@ -121,6 +121,8 @@ ROWS: list[tuple[str, Callable[[Path], None], list[str], int, tuple[str, ...] | 
         2,
         (".skynet is a file", "mv "),
     ),
+    (".skynet a file: runs", _skynet_is_a_file, ["runs"], 2, (".skynet is a file", "mv ")),
+    (".skynet a file: show", _skynet_is_a_file, ["show"], 2, (".skynet is a file", "mv ")),
     ("cache a folder: check", _cache_is_a_folder, ["check"], 2, ("cache.db", "folder", "mv ")),
     ("cache a folder: run", _cache_is_a_folder, ["run"], 2, ("cache.db", "folder", "mv ")),
     ("cache garbage: check", _cache_is_garbage, ["check"], 2, ("cache.db", "not a", "mv ")),
