@@ -2,12 +2,15 @@
 
 `contextlib.redirect_stdout` swaps `sys.stdout` for the whole process, and metric calls run on
 several threads at once: one call's output would land in another's buffer, or the report's in
-a call's. Here `sys.stdout` is, while any call is capturing, a router that sends each write to the
-buffer of the call running in the writing thread (a context variable says which), and every
-other write to the stream it replaced. The router is removed when the last capture ends.
+a call's. Here `sys.stdout` and `sys.stderr` are, while any call is capturing, routers that send
+each write to the buffer of the call running in the writing thread (a context variable says
+which), and every other write to the stream they replaced. Both streams go to the one buffer, in
+the order written (a warning or a traceback the metric prints itself included). The routers are
+removed when the last capture ends.
 
-A thread the user's code starts itself does not carry the context: what it prints goes to the
-terminal as before.
+Not captured: a thread the user's code starts itself does not carry the context (what it prints
+goes to the terminal as before), and writes to the file descriptors themselves (os.write(1, ...),
+a C extension's printf, a subprocess) bypass sys.stdout.
 """
 
 from __future__ import annotations
@@ -57,8 +60,9 @@ class Printed:
 
 
 class _Router:
-    """sys.stdout while captures run: a capturing thread's writes go to its Printed, the rest
-    to the stream it replaced. Everything else (encoding, fileno, isatty) is that stream's."""
+    """sys.stdout (or sys.stderr) while captures run: a capturing thread's writes go to its
+    Printed, the rest to the stream it replaced. Everything else (encoding, fileno, isatty) is
+    that stream's."""
 
     def __init__(self, target: TextIO) -> None:
         self._target = target
@@ -78,28 +82,32 @@ class _Router:
         return getattr(self._target, name)
 
 
+_STREAMS = ("stdout", "stderr")
 _lock = threading.Lock()
 _depth = 0
-_router: _Router | None = None
+_routers: dict[str, _Router] = {}
 
 
 def _install() -> None:
-    global _depth, _router
+    global _depth
     with _lock:
-        if _depth == 0 or _router is None or sys.stdout is not _router:
-            _router = _Router(sys.stdout)
-            sys.stdout = _router  # type: ignore[assignment]
+        for name in _STREAMS:
+            current = getattr(sys, name)
+            if _depth == 0 or current is not _routers.get(name):
+                _routers[name] = _Router(current)
+                setattr(sys, name, _routers[name])
         _depth += 1
 
 
 def _uninstall() -> None:
-    global _depth, _router
+    global _depth
     with _lock:
         _depth = max(0, _depth - 1)
-        if _depth == 0 and _router is not None:
-            if sys.stdout is _router:  # else someone replaced it since: theirs stands
-                sys.stdout = _router._target
-            _router = None
+        if _depth == 0:
+            for name, router in _routers.items():
+                if getattr(sys, name) is router:  # else someone replaced it since: theirs stands
+                    setattr(sys, name, router._target)
+            _routers.clear()
 
 
 @contextmanager

@@ -167,6 +167,40 @@ def test_what_score_prints_is_kept_per_item_and_not_in_the_report(project, capsy
     assert "extra.metric_stdout" in shown
 
 
+def test_what_score_writes_to_stderr_is_kept_with_its_prints(project):
+    # A print to stderr, and a warning (shown through sys.stderr), are the item's record too,
+    # in the order written; neither reaches the terminal.
+    body = (
+        'import sys, warnings\nprint("OUT", input["country"])\n'
+        'print("ERR", input["country"], file=sys.stderr)\n'
+        'warnings.warn("WARNED " + input["country"], stacklevel=1)\n'
+    )
+    (project / "metric.py").write_text(_metric(body))
+    # A process of its own: pytest records warnings itself instead of showing them on stderr.
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run(
+        [sys.executable, "-m", "skynet.cli", "-C", str(project), "run"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out, err = done.stdout, done.stderr
+    assert done.returncode == 0, err
+    for word in ("OUT ", "ERR ", "WARNED"):
+        assert not [line for line in out.splitlines() if line.startswith(word)], out
+        assert word not in err, err
+    with RunStore(runs_db_path(project)) as store:
+        evaluations = store.evaluations(_runs(project)[0].id)
+    warned = 0
+    for e in evaluations:
+        kept = e.extra["metric_stdout"]
+        country = COUNTRY[e.item_id]
+        assert kept.startswith(f"OUT {country}\nERR {country}\n"), kept
+        warned += f"WARNED {country}" in kept  # shown once per country, as Python's filter does
+    assert warned >= 1
+
+
 def test_a_long_print_is_cut_with_a_note(project, capsys):
     (project / "metric.py").write_text(_metric('print("x" * 10000)\n'))
     assert main(["-C", str(project), "run"]) == 0
