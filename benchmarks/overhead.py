@@ -49,6 +49,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -369,15 +370,41 @@ def _instrument_skynet_engine() -> None:
     GepaEngine.optimize = optimize  # type: ignore[method-assign]
 
 
-def run_raw(folder: Path, server: Server, *, concurrency: int, budget: int, seed: int) -> RunResult:
+def overhead_config(*, concurrency: int, budget: int, seed: int) -> RawConfig:
+    """The GEPAConfig the overhead pairs use: Skynet's settings for this project, spelled out."""
+
+    def config(train: list[dict[str, Any]], reflection_lm: Callable[..., str]) -> Any:
+        from gepa.optimize_anything import EngineConfig, GEPAConfig, ReflectionConfig
+
+        return GEPAConfig(
+            engine=EngineConfig(
+                seed=seed,
+                max_metric_calls=budget,
+                parallel=concurrency > 1,
+                max_workers=concurrency,
+                raise_on_exception=True,
+                track_best_outputs=False,
+                display_progress_bar=False,
+                capture_stdio=False,
+            ),
+            reflection=ReflectionConfig(
+                reflection_lm=reflection_lm,
+                reflection_minibatch_size=min(3, len(train)),
+                # gepa's default template: what Skynet's engine hands gepa for this model.
+            ),
+        )
+
+    return config
+
+
+# A GEPAConfig from the train items and a reflection_lm callable that asks the server.
+RawConfig = Callable[[list[dict[str, Any]], Callable[..., str]], Any]
+
+
+def run_raw(folder: Path, server: Server, config: RawConfig) -> RunResult:
     """gepa.optimize_anything + litellm, as a user without skynet would write it."""
     import litellm
-    from gepa.optimize_anything import (
-        EngineConfig,
-        GEPAConfig,
-        ReflectionConfig,
-        optimize_anything,
-    )
+    from gepa.optimize_anything import optimize_anything
 
     server.take_counts()
     cpu0, t0 = time.process_time(), time.perf_counter()
@@ -426,30 +453,13 @@ def run_raw(folder: Path, server: Server, *, concurrency: int, budget: int, seed
             prompt = "\n\n".join(str(m.get("content", "")) for m in prompt)
         return complete([{"role": "user", "content": prompt}], max_tokens=1024, temperature=0.0)
 
-    config = GEPAConfig(
-        engine=EngineConfig(
-            seed=seed,
-            max_metric_calls=budget,
-            parallel=concurrency > 1,
-            max_workers=concurrency,
-            raise_on_exception=True,
-            track_best_outputs=False,
-            display_progress_bar=False,
-            capture_stdio=False,
-        ),
-        reflection=ReflectionConfig(
-            reflection_lm=reflection_lm,
-            reflection_minibatch_size=min(3, len(train)),
-            # gepa's default template: what Skynet's engine hands gepa for this model.
-        ),
-    )
     with contextlib.redirect_stdout(io.StringIO()):  # GEPA's iteration log, in both runs
         result = optimize_anything(
             seed_candidate=dict(seed_candidate),
             evaluator=evaluator,
             dataset=train,
             valset=val,
-            config=config,
+            config=config(train, reflection_lm),
         )
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     counts = server.take_counts()
@@ -743,9 +753,9 @@ def _measure(args: argparse.Namespace, main_server: Server, tp_server: Server, w
                 done[kind] = run_raw(
                     folder,
                     main_server,
-                    concurrency=args.concurrency,
-                    budget=args.max_metric_calls,
-                    seed=args.seed,
+                    overhead_config(
+                        concurrency=args.concurrency, budget=args.max_metric_calls, seed=args.seed
+                    ),
                 )
             else:
                 done[kind] = run_skynet(folder, main_server)
@@ -823,9 +833,7 @@ def _measure(args: argparse.Namespace, main_server: Server, tp_server: Server, w
                 done[kind] = run_raw(
                     folder,
                     tp_server,
-                    concurrency=conc,
-                    budget=args.max_metric_calls,
-                    seed=args.seed,
+                    overhead_config(concurrency=conc, budget=args.max_metric_calls, seed=args.seed),
                 )
             else:
                 done[kind] = run_skynet(folder, tp_server)

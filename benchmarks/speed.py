@@ -38,23 +38,19 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before anything imports litellm
 
 import argparse
-import contextlib
 import dataclasses
-import io
-import json
 import platform
 import re
 import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import overhead  # noqa: E402 — benchmarks/overhead.py: server, project writer, skynet run, probe
-from overhead import KEY, KEY_ENV, MAX_TOKENS, MODEL, USER_TEMPLATE, RunResult, Shape  # noqa: E402
+from overhead import KEY, KEY_ENV, MODEL, RunResult, Shape  # noqa: E402
 
 REGIONS = 8
 SHAPE = Shape(items=40, train=24)  # 3 train and 2 val items per region
@@ -112,85 +108,27 @@ class Variant:
     endpoint_max_concurrent: bool = True  # skynet: max_concurrent = concurrency in the endpoint
 
 
-def run_raw(
-    folder: Path, server: overhead.Server, *, budget: int, max_workers: int | None
-) -> RunResult:
-    """gepa.optimize_anything with GEPAConfig's defaults, but max_metric_calls and reflection_lm."""
-    import litellm
-    from gepa.optimize_anything import EngineConfig, GEPAConfig, ReflectionConfig, optimize_anything
+def raw_config(
+    server: overhead.Server, *, budget: int, max_workers: int | None
+) -> overhead.RawConfig:
+    """GEPAConfig's defaults, but max_metric_calls, max_workers when given, and the reflection
+    model by name (gepa calls litellm itself, as a raw user's `reflection_lm="openai/..."`)."""
 
-    server.take_counts()
-    cpu0, t0 = time.process_time(), time.perf_counter()
-    metric = overhead.load_module(folder / "metric.py", f"speed_metric_{id(folder)}")
-    rows = [json.loads(line) for line in (folder / "data.jsonl").read_text().splitlines()]
-    items = [
-        {"id": r["id"], "input": {"country": r["country"]}, "expected": {"capital": r["capital"]}}
-        for r in rows
-    ]
-    train = [it for it, r in zip(items, rows, strict=True) if r["split"] == "train"]
-    val = [it for it, r in zip(items, rows, strict=True) if r["split"] == "val"]
-    seed_candidate = {"instructions": overhead.SEED_INSTRUCTION}
-    probe = overhead.Probe(seed_candidate, frozenset(it["id"] for it in val))
+    def config(train: list[dict[str, Any]], reflection_lm: Any) -> Any:
+        from gepa.optimize_anything import EngineConfig, GEPAConfig, ReflectionConfig
 
-    def evaluator(candidate: dict[str, str], example: dict[str, Any]) -> tuple[float, dict]:
-        started = time.perf_counter()
-        response = litellm.completion(
-            model=MODEL,
-            messages=[
-                {"role": "system", "content": candidate["instructions"].strip()},
-                {"role": "user", "content": USER_TEMPLATE.format(**example["input"])},
-            ],
-            api_base=server.url,
-            api_key=KEY,
-            timeout=30,
-            max_tokens=MAX_TOKENS,
-            temperature=0.0,
+        engine = EngineConfig(max_metric_calls=budget)
+        if max_workers is not None:
+            engine = dataclasses.replace(engine, max_workers=max_workers)
+        return GEPAConfig(
+            engine=engine,
+            reflection=ReflectionConfig(
+                reflection_lm=MODEL,
+                reflection_lm_kwargs={"api_base": server.url, "api_key": KEY, "timeout": 30},
+            ),
         )
-        output = response.choices[0].message.content or ""
-        value, info = metric.score(example["input"], output, example["expected"])
-        probe.record(candidate, example["id"], started, time.perf_counter())
-        side = {
-            "Input": example["input"],
-            "Expected": example["expected"],
-            "Output": output,
-            "Feedback": info["feedback"],
-            "scores": dict(info["scores"]),
-        }
-        return float(value), side
 
-    engine = EngineConfig(max_metric_calls=budget)
-    if max_workers is not None:
-        engine = dataclasses.replace(engine, max_workers=max_workers)
-    config = GEPAConfig(
-        engine=engine,
-        reflection=ReflectionConfig(
-            reflection_lm=MODEL,
-            reflection_lm_kwargs={"api_base": server.url, "api_key": KEY, "timeout": 30},
-        ),
-    )
-    with contextlib.redirect_stdout(io.StringIO()):  # gepa's iteration log
-        result = optimize_anything(
-            seed_candidate=dict(seed_candidate),
-            evaluator=evaluator,
-            dataset=train,
-            valset=val,
-            config=config,
-        )
-    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    counts = server.take_counts()
-    return RunResult(
-        kind="raw",
-        wall_s=wall,
-        cpu_s=cpu,
-        metric_calls=int(result.total_metric_calls or 0),
-        metric_invocations=probe.calls,
-        distinct=probe.distinct,
-        task_requests=counts["task"],
-        reflection_requests=counts["reflection"],
-        candidates=len(result.candidates),
-        val_scores=[round(float(s), 4) for s in result.val_aggregate_scores],
-        probe=probe,
-    )
+    return config
 
 
 def write_skynet_project(
@@ -336,7 +274,9 @@ def _measure(
                 overhead.write_project(
                     folder, SHAPE, server_url=server.url, concurrency=conc, budget=budget, seed=0
                 )
-                r = run_raw(folder, server, budget=budget, max_workers=v.max_workers)
+                r = overhead.run_raw(
+                    folder, server, raw_config(server, budget=budget, max_workers=v.max_workers)
+                )
             else:
                 plans[v.key] = write_skynet_project(
                     folder, server, v, concurrency=conc, budget=budget
