@@ -189,18 +189,35 @@ def _runs_db(args: argparse.Namespace) -> Path | None:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from skynet.runs import RunStore
+    from skynet.runs.lock import writing
 
     path = _runs_db(args)
     if path is None:
         print("no runs yet: skynet run starts one")
         return EXIT_OK
     rows = RunStore(path).list_runs()
-    print(f"{'run':<22} {'status':<9} {'engine':<9} {'best':<13} created")
+    orphans = [
+        r.id for r in rows if r.status == "running" and not writing(path.parent.parent, r.id)
+    ]
+    print(f"{'run':<22} {'status':<10} {'engine':<9} {'best':<13} created")
     for row in rows:
+        status = "unfinished" if row.id in orphans else row.status
         print(
-            f"{row.id:<22} {row.status:<9} {row.engine:<9} {row.best_candidate_id or '—':<13} {row.created}"
+            f"{row.id:<22} {status:<10} {row.engine:<9} {row.best_candidate_id or '—':<13} {row.created}"
         )
+    if orphans:
+        print(_orphaned(orphans[0], more=len(orphans) - 1))
     return EXIT_OK
+
+
+def _orphaned(run_id: str, *, more: int = 0) -> str:
+    """The line for a run marked running that no process writes (killed, or it exited)."""
+    others = f" (and {more} more)" if more else ""
+    return (
+        f"unfinished: run {run_id}{others} is marked running, but no process writes it (it was "
+        f"killed, or its process exited); `skynet run --resume {run_id}` goes on from what was "
+        "recorded"
+    )
 
 
 def _open_run(args: argparse.Namespace) -> tuple[Any, str]:
@@ -240,6 +257,7 @@ def _judge_record(project_dir: Path, config: dict[str, Any]) -> tuple[Any, str]:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from skynet.runner import current_metric_hash
+    from skynet.runs.lock import writing
     from skynet.runs.report import render_html, render_text, summarize
 
     store, run_id = _open_run(args)
@@ -257,6 +275,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         current_hash=current_metric_hash(_project_dir(args)),
     )
     print(render_text(summary))
+    if run.status == "running" and not writing(_project_dir(args), run_id):
+        print(_orphaned(run_id))
     if args.html:
         target = Path(args.html)
         _write_text(target, render_html(summary), flag="--html", example="report.html")

@@ -28,7 +28,7 @@ from skynet.errors import ConfigError, SkynetError
 from skynet.runs.store import runs_db_path
 from skynet.storage import folder_error
 
-__all__ = ["LOCK_FILE", "ProjectBusy", "Writer", "lock_path", "one_writer"]
+__all__ = ["LOCK_FILE", "ProjectBusy", "Writer", "lock_path", "one_writer", "writing"]
 
 LOCK_FILE = "run.lock"
 # The holder writes its record right after it locks; a reader that finds none yet looks again.
@@ -128,6 +128,25 @@ def one_writer(project_dir: Path, *, command: str, run_id: str | None = None) ->
         yield writer
     finally:
         writer.release()
+
+
+def writing(project_dir: Path, run_id: str) -> bool:
+    """Whether a live process is writing `run_id` now (its writer's record names it).
+
+    A run marked `running` that no process writes was killed, or its process exited (a metric
+    that called os._exit): `skynet run --resume` goes on from what was recorded.
+    """
+    try:
+        text = lock_path(project_dir).read_bytes().strip()
+        record = json.loads(text) if text else None
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(record, dict)
+        and record.get("run") == run_id
+        and isinstance(record.get("pid"), int)
+        and _alive(record["pid"])
+    )
 
 
 def _refusal(path: Path) -> str:

@@ -102,7 +102,8 @@ def test_a_second_writer_is_refused_while_a_run_runs_and_a_killed_run_leaves_no_
 
         # Readers keep working meanwhile; a dry run's sample is served by what the run paid.
         assert main(["-C", str(project), "runs"]) == 0
-        assert running.id in capsys.readouterr().out
+        listed = capsys.readouterr().out
+        assert f"{running.id}   running" in listed and "unfinished" not in listed, listed
         assert main(["-C", str(project), "show", running.id]) == 0
         assert main(["-C", str(project), "run", "--dry-run"]) == 0
         assert "dry run: engine gepa" in capsys.readouterr().out
@@ -114,6 +115,17 @@ def test_a_second_writer_is_refused_while_a_run_runs_and_a_killed_run_leaves_no_
             first.kill()
             first.wait()
     assert store.get_run(running.id).status == "running"  # killed: no chance to say otherwise
+    # ... but no process writes it: the listing and the report say so, and how to go on.
+    capsys.readouterr()
+    assert main(["-C", str(project), "runs"]) == 0
+    listed = capsys.readouterr().out
+    assert f"{running.id}   unfinished" in listed, listed
+    assert (
+        f"no process writes it (it was killed, or its process exited); `skynet run --resume {running.id}`"
+        in listed
+    )
+    assert main(["-C", str(project), "show", running.id]) == 0
+    assert "no process writes it" in capsys.readouterr().out
     killed = model.bodies[model.kill_at - 1]
     model.latency_s = 0.01
 
