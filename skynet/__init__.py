@@ -3,6 +3,7 @@
 The public surface is what __all__ lists; everything else may change.
 """
 
+from skynet.api import Code, EvalResult, RunResult, evaluate, optimize, resume
 from skynet.contract import (
     CheckFailure,
     CheckReport,
@@ -33,6 +34,12 @@ from skynet.reward import RewardSpec, reward, validate_spec
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "Code",
+    "EvalResult",
+    "RunResult",
+    "evaluate",
+    "optimize",
+    "resume",
     "BudgetExhausted",
     "CandidateFailed",
     "CheckFailure",

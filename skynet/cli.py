@@ -196,9 +196,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print("no runs yet: skynet run starts one")
         return EXIT_OK
     rows = RunStore(path).list_runs()
-    orphans = [
-        r.id for r in rows if r.status == "running" and not writing(path.parent.parent, r.id)
-    ]
+    orphans = [r.id for r in rows if r.status == "running" and not writing(path.parent, r.id)]
     print(f"{'run':<22} {'status':<10} {'engine':<9} {'best':<13} created")
     for row in rows:
         status = "unfinished" if row.id in orphans else row.status
@@ -275,7 +273,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         current_hash=current_metric_hash(_project_dir(args)),
     )
     print(render_text(summary))
-    if run.status == "running" and not writing(_project_dir(args), run_id):
+    if run.status == "running" and not writing(store.path.parent, run_id):
         print(_orphaned(run_id))
     if args.html:
         target = Path(args.html)
@@ -377,7 +375,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
 
     project = open_project(_project_dir(args), _overrides(args))
     store, run_id = _open_run(args)
-    with one_writer(project.dir, command="rescore", run_id=run_id):
+    with one_writer(project.store_dir, command="rescore", run_id=run_id):
         done = rescore(project, run_id)
     print(
         f"rescored {done.rescored} saved output(s) of run {run_id} with metric "
@@ -503,7 +501,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     warning = unsandboxed_warning(project)
     if warning:
         print(warning, file=sys.stderr)
-    with one_writer(project.dir, command="eval") as writer:  # it records, and pays
+    with one_writer(project.store_dir, command="eval") as writer:  # it records, and pays
         row, candidate, label = _eval_target(args, project)
         run_id = row.id if row is not None else evaluation_run(project)
         writer.names(run_id)

@@ -27,6 +27,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "MetricConfig",
     "ModelsSection",
     "Overrides",
+    "config_from_tables",
     "PriceConfig",
     "SplitConfig",
     "load_config",
@@ -159,7 +161,10 @@ class DataConfig(_Section):
         return data
 
     @model_validator(mode="after")
-    def _one_source(self) -> DataConfig:
+    def _one_source(self, info: ValidationInfo) -> DataConfig:
+        if info.context and info.context.get("rows_given"):
+            # skynet.optimize(train=rows, ...): the rows come with the call, not from files.
+            return self
         files = [name for name in ("train", "val", "test") if getattr(self, name)]
         if self.path and files:
             raise ValueError(
@@ -652,6 +657,33 @@ def load_config(project_dir: Path | str, overrides: Mapping[str, Any] | None = N
     except ValidationError as exc:
         raise _config_error(exc, file, applied) from None
     config._project_dir = folder
+    return config
+
+
+def config_from_tables(
+    tables: Mapping[str, Any], project_dir: Path, *, source: str, rows_given: bool = False
+) -> Config:
+    """Validate skynet.toml's tables given as Python dicts (skynet.optimize's models=, engine=,
+    budget=, ...): the same keys, the same checks and the same messages, naming `source`
+    (e.g. "skynet.optimize()") where a file's would name skynet.toml.
+
+    Args:
+        tables: table name -> dict, e.g. {"engine": {"name": "auto"}, "budget": {...}}.
+        project_dir: the folder relative paths resolve against.
+        source: what the message names as the place of the error.
+        rows_given: the data comes with the call: [data] needs no file.
+
+    Raises:
+        ConfigError: an unknown key (with the nearest known one) or a bad value.
+    """
+    raw = copy.deepcopy(dict(tables))
+    if isinstance(raw.get("metric"), str):
+        raw["metric"] = {"name": raw["metric"]}
+    try:
+        config = Config.model_validate(raw, context={"rows_given": rows_given})
+    except ValidationError as exc:
+        raise _config_error(exc, Path(source), []) from None
+    config._project_dir = Path(project_dir).absolute()
     return config
 
 

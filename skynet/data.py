@@ -21,7 +21,7 @@ from skynet.textfile import read_text
 if TYPE_CHECKING:
     from skynet.config import Config, SplitConfig
 
-__all__ = ["SPLITS", "Dataset", "Item", "load_dataset"]
+__all__ = ["SPLITS", "Dataset", "Item", "dataset_from_rows", "load_dataset", "rows_from"]
 
 SPLITS = ("train", "val", "test")
 
@@ -325,11 +325,11 @@ def _check_shape(row: _Row) -> None:
         )
 
 
-def _value(row: _Row, column: str, role: str) -> Any:
+def _value(row: _Row, column: str, role: str, named_in: str = "skynet.toml") -> Any:
     if column not in row.values:
         have = ", ".join(f"'{name}'" for name in row.values) or "none"
         raise DatasetError(
-            f"{row.where}: column '{column}' is missing (named in {role} in skynet.toml); "
+            f"{row.where}: column '{column}' is missing (named in {role} in {named_in}); "
             f"the row has columns {have}. Add it to the row, or fix {role}"
         )
     return row.values[column]
@@ -340,13 +340,21 @@ def _content_id(item_input: dict[str, Any], expected: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
-def _item(row: _Row, inputs: list[str], outputs: list[str], id_column: str | None) -> Item:
+def _item(
+    row: _Row,
+    inputs: list[str],
+    outputs: list[str],
+    id_column: str | None,
+    *,
+    roles: tuple[str, str, str] = ("data.inputs", "data.outputs", "data.id_column"),
+    named_in: str = "skynet.toml",
+) -> Item:
     _check_shape(row)
-    item_input = {column: _value(row, column, "data.inputs") for column in inputs}
-    expected = {column: _value(row, column, "data.outputs") for column in outputs}
+    item_input = {column: _value(row, column, roles[0], named_in) for column in inputs}
+    expected = {column: _value(row, column, roles[1], named_in) for column in outputs}
     if id_column is None:
         return Item(id=_content_id(item_input, expected), input=item_input, expected=expected)
-    value = _value(row, id_column, "data.id_column")
+    value = _value(row, id_column, roles[2], named_in)
     if isinstance(value, (dict, list)) or value is None or str(value).strip() == "":
         raise DatasetError(
             f"{row.where}: column '{id_column}': the id is {_shown(value)}; every row needs a "
@@ -432,3 +440,99 @@ def _require_nonempty(
             f"split empty; add rows (a few dozen at least) or raise data.split.{split} in "
             "skynet.toml"
         )
+
+
+# -- rows given in Python (skynet.optimize / skynet.evaluate) -------------------------------------
+
+
+def rows_from(value: Any, name: str) -> list[_Row]:
+    """The rows of `value`, as `skynet.optimize(train=...)` takes them: a list of dicts, a list
+    of dspy.Example, a pandas DataFrame, or the path of a .jsonl/.csv/.json file. Each row is
+    named by where it came from ("train[3]", "data.jsonl:4") in every message.
+
+    Raises:
+        DatasetError: a row is not a mapping, or the file cannot be read (named).
+    """
+    if isinstance(value, (str, Path)):
+        file = Path(value).expanduser().absolute()
+        return list(_read(file, Path.cwd(), f"{name}="))
+    if hasattr(value, "to_dict") and hasattr(value, "columns"):  # a pandas DataFrame
+        value = value.to_dict(orient="records")
+    if isinstance(value, Mapping) or not isinstance(value, Iterable):
+        raise DatasetError(
+            f"{name}= is a {type(value).__name__}; give a list of dicts, a list of dspy.Example, "
+            "a pandas DataFrame or a data file's path"
+        )
+    rows = []
+    for index, row in enumerate(value):
+        fields = _fields(row)
+        if fields is None:
+            raise DatasetError(
+                f"{name}[{index}] is a {type(row).__name__}, not a dict or a dspy.Example; give "
+                "each row as a dict of column -> value"
+            )
+        rows.append(_Row(f"{name}[{index}]", fields))
+    return rows
+
+
+def _fields(row: Any) -> dict[str, Any] | None:
+    if isinstance(row, Mapping):
+        return dict(row)
+    if hasattr(row, "toDict") and hasattr(row, "inputs"):  # a dspy.Example
+        return dict(row.toDict())
+    return None
+
+
+def example_inputs(value: Any) -> list[str] | None:
+    """The input fields the rows' dspy.Examples declare (`.with_inputs(...)`), if they do."""
+    if not isinstance(value, (list, tuple)):
+        return None
+    for row in value:
+        keys = getattr(row, "_input_keys", None)
+        if keys:
+            return sorted(keys)
+    return None
+
+
+def dataset_from_rows(
+    splits: Mapping[str, list[_Row]],
+    *,
+    inputs: list[str],
+    outputs: list[str],
+    id_column: str | None = None,
+    fractions: SplitConfig | None = None,
+    required: tuple[str, ...] = ("train", "val"),
+) -> Dataset:
+    """The Dataset of rows given in Python: `splits` holds "train", "val" (and "test") row lists,
+    or one "data" list split by `fractions` (seeded, as data.split in skynet.toml). The
+    `required` splits may not come out empty (an evaluation needs neither train nor val).
+
+    Raises:
+        DatasetError: a row lacks a column, or two rows share an id (both named).
+        ConfigError: train or val came out empty.
+    """
+    roles = ("inputs=", "outputs=", "id_column=")
+    seen: dict[str, str] = {}
+    out: dict[str, list[Item]] = {split: [] for split in SPLITS}
+    for source, rows in splits.items():
+        id_col = _id_column(rows, id_column)
+        items = [
+            (row, _item(row, inputs, outputs, id_col, roles=roles, named_in="the call"))
+            for row in rows
+        ]
+        _check_unique(items, seen, content_ids=id_col is None)
+        if source in SPLITS:
+            out[source].extend(item for _, item in items)
+            continue
+        chosen = fractions or _default_split()
+        for _, item in items:
+            split = _split_by_fraction(item.id, chosen.seed, chosen.train, chosen.val, chosen.test)
+            out[split].append(item)
+    for split in required:
+        if not out[split]:
+            given = "data=" if "data" in splits else f"{split}="
+            raise ConfigError(
+                f"{given}: the {split} split is empty; give {split}= rows (a few dozen at least)"
+                + (", or raise its fraction in split=" if "data" in splits else "")
+            )
+    return Dataset(train=tuple(out["train"]), val=tuple(out["val"]), test=tuple(out["test"]))

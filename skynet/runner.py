@@ -91,6 +91,9 @@ class Project:
     dataset: Dataset
     metric: Metric
     artifact: PromptArtifact | CodeArtifact | DspyArtifact
+    # Where runs.db, the run folders and the writer's lock go: the project's .skynet, or the
+    # store a Python caller named (skynet.optimize(store=...)). None: dir / ".skynet".
+    store: Path | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -124,8 +127,13 @@ class Project:
         return "best_prompt.md", render_prompt(self.artifact, candidate)
 
     @property
+    def store_dir(self) -> Path:
+        """The folder holding runs.db, the run folders and the writer's lock."""
+        return self.store if self.store is not None else self.dir / ".skynet"
+
+    @property
     def store_path(self) -> Path:
-        return self.dir / ".skynet" / "runs.db"
+        return self.store_dir / "runs.db"
 
     def open_store(self) -> RunStore:
         return RunStore(self.store_path)
@@ -628,7 +636,7 @@ def run(
     """Optimize the project's artifact, as the project's one writer for the run's whole life
     (see skynet.runs.lock; another writer meanwhile is refused: ProjectBusy). The rest: `_run`."""
     command = "resume" if resume else "run"
-    with one_writer(project.dir, command=command, run_id=resume) as writer:
+    with one_writer(project.store_dir, command=command, run_id=resume) as writer:
         running: list[str] = []  # the run's id, once its row says "running"
         try:
             return _run(project, resume=resume, out=out, writer=writer, running=running)
@@ -736,7 +744,7 @@ def _run(
     warning = unsandboxed_warning(project)
     if warning:
         say(warning)
-    run_dir = project.dir / ".skynet" / "runs" / run_id
+    run_dir = project.store_dir / "runs" / run_id
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -26,7 +26,7 @@ from skynet.errors import CandidateFailed, ConfigError, SkynetError
 from skynet.measure import active_meter
 from skynet.sandbox import Limits, ModelProxy
 
-__all__ = ["CodeArtifact", "CodeFailed", "SandboxFailed", "load_code", "COMPONENT"]
+__all__ = ["CodeArtifact", "CodeFailed", "SandboxFailed", "code_artifact", "load_code", "COMPONENT"]
 
 COMPONENT = "code"
 _STDERR_SHOWN = 1500  # of the tail Skynet keeps, what the error message quotes
@@ -259,20 +259,50 @@ def load_code(
     source = read_text(
         path, what="code", key=key, missing=f"no such code file; set {key} to your code.py"
     )
+    return code_artifact(
+        source,
+        path=path,
+        shown=str(path),
+        limits=limits or Limits(wall_s=timeout_s, memory_mb=memory_mb),
+        sandbox_mode=sandbox_mode,
+        hidden=hidden,
+        max_tokens=max_tokens,
+        temperature=temperature,
+    )
+
+
+def code_artifact(
+    source: str,
+    *,
+    path: Path | None,
+    shown: str,
+    limits: Limits,
+    sandbox_mode: str = "bwrap",
+    hidden: tuple[Path, ...] = (),
+    max_tokens: int = 256,
+    temperature: float = 0.0,
+) -> CodeArtifact:
+    """The code artifact of `source` (named `shown` in messages), checked: it parses, defines
+    run(), and candidates can be sandboxed here.
+
+    Raises:
+        ConfigError: the source does not parse, or defines no run function.
+        SandboxUnavailable: sandbox_mode "bwrap" and bubblewrap cannot run here.
+    """
     try:
-        tree = ast.parse(source, filename=str(path))
+        tree = ast.parse(source, filename=shown)
     except SyntaxError as exc:
-        raise ConfigError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+        raise ConfigError(f"{shown}:{exc.lineno}: syntax error: {exc.msg}") from None
     if not any(
         isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "run"
         for node in tree.body
     ):
-        raise ConfigError(f"{path}: defines no run(input) function; the code artifact calls it")
+        raise ConfigError(f"{shown}: defines no run(input) function; the code artifact calls it")
     sandbox.check_available(sandbox_mode)
     return CodeArtifact(
         source=source,
         path=path,
-        limits=limits or Limits(wall_s=timeout_s, memory_mb=memory_mb),
+        limits=limits,
         sandbox=sandbox_mode,
         hidden=hidden,
         max_tokens=max_tokens,

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from skynet.errors import ConfigError, SkynetError
-from skynet.runs.store import runs_db_path
 from skynet.storage import folder_error
 
 __all__ = ["LOCK_FILE", "ProjectBusy", "Writer", "lock_path", "one_writer", "writing"]
@@ -49,9 +48,9 @@ class ProjectBusy(SkynetError):
     """Another process holds the project's writer lock."""
 
 
-def lock_path(project_dir: Path) -> Path:
-    """`.skynet/run.lock` of the project: beside the run store."""
-    return runs_db_path(project_dir).parent / LOCK_FILE
+def lock_path(store_dir: Path) -> Path:
+    """`run.lock` in the store folder (a project's `.skynet`): beside the run store."""
+    return Path(store_dir) / LOCK_FILE
 
 
 class Writer:
@@ -90,11 +89,11 @@ class Writer:
 
 
 @contextlib.contextmanager
-def one_writer(project_dir: Path, *, command: str, run_id: str | None = None) -> Iterator[Writer]:
+def one_writer(store_dir: Path, *, command: str, run_id: str | None = None) -> Iterator[Writer]:
     """Hold the project's writer lock for the block; refuse at once if another process holds it.
 
     Args:
-        project_dir: the folder holding skynet.toml.
+        store_dir: the folder holding runs.db (a project's `.skynet`).
         command: what writes: run, resume, eval or rescore (named in the refusal line).
         run_id: the run written, when known already (a resume, a rescore).
 
@@ -102,7 +101,7 @@ def one_writer(project_dir: Path, *, command: str, run_id: str | None = None) ->
         ProjectBusy: another writer holds the lock; the message names its run and process id.
         ConfigError: the lock file cannot be opened (e.g. `.skynet` is not writable).
     """
-    path = lock_path(project_dir)
+    path = lock_path(store_dir)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -130,14 +129,14 @@ def one_writer(project_dir: Path, *, command: str, run_id: str | None = None) ->
         writer.release()
 
 
-def writing(project_dir: Path, run_id: str) -> bool:
+def writing(store_dir: Path, run_id: str) -> bool:
     """Whether a live process is writing `run_id` now (its writer's record names it).
 
     A run marked `running` that no process writes was killed, or its process exited (a metric
     that called os._exit): `skynet run --resume` goes on from what was recorded.
     """
     try:
-        text = lock_path(project_dir).read_bytes().strip()
+        text = lock_path(store_dir).read_bytes().strip()
         record = json.loads(text) if text else None
     except (OSError, ValueError):
         return False

@@ -170,7 +170,9 @@ def test_a_lock_file_that_cannot_be_made_is_one_line_before_any_request(
 ):
     scripted_server.responder = task_responder
     project = make_project(tmp_path / "p", scripted_server.url)
-    lock_path(project).mkdir(parents=True)  # root writes anywhere: a folder in its place
+    lock_path(project / ".skynet").mkdir(
+        parents=True
+    )  # root writes anywhere: a folder in its place
     assert main(["-C", str(project), "run"]) == 2
     line = _refusal(capsys)
     assert "run.lock: cannot open the run lock" in line, line
@@ -178,8 +180,8 @@ def test_a_lock_file_that_cannot_be_made_is_one_line_before_any_request(
     assert not (project / ".skynet" / "runs.db").exists()
 
 
-def _refused(project_dir, **holder) -> str:
-    with pytest.raises(ProjectBusy) as refused, one_writer(project_dir, **holder):
+def _refused(store_dir, **holder) -> str:
+    with pytest.raises(ProjectBusy) as refused, one_writer(store_dir, **holder):
         pass
     return str(refused.value)
 
@@ -203,6 +205,6 @@ def test_a_lock_folder_that_is_a_file_is_a_config_error(tmp_path):
     (tmp_path / ".skynet").write_text("not a folder")
     with (
         pytest.raises(ConfigError, match=r"\.skynet is a file, not a folder.*move it aside"),
-        one_writer(tmp_path, command="run"),
+        one_writer(tmp_path / ".skynet", command="run"),
     ):
         pass

@@ -1,0 +1,724 @@
+"""Skynet from Python: `optimize`, `evaluate` and `resume` run the pipeline `skynet run` and
+`skynet eval` run, with the project's pieces given as Python objects instead of files.
+
+    result = skynet.optimize(
+        "Answer with the capital city.",           # the seed: what is optimized
+        metric=score,                               # the metric contract, or a scorer's name
+        train=rows, val=rows,                       # dicts, dspy.Example, a DataFrame, a path
+        inputs=["country"], outputs=["capital"],
+        user="Country: {country}",
+        models={"task": "openai/gpt-4.1-mini"}, engine="auto", budget={"max_metric_calls": 200},
+    )
+    result.best, result.best_score, result.report()
+
+The keyword tables (`models`, `engine`, `budget`, `artifact`, `metric` as a table) are
+skynet.toml's tables: the same keys, the same checks, the same messages (naming the call where a
+file's message names skynet.toml). The metric is checked exactly as metric.py is, self-test
+included, before any model call. Runs are recorded in `store` (default ./.skynet, the folder
+`skynet runs` and `skynet show` read from the current directory): they are ordinary runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import html
+import inspect
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from skynet.contract import Metric
+from skynet.errors import ConfigError, ContractError
+
+__all__ = ["Code", "EvalResult", "RunResult", "evaluate", "optimize", "resume"]
+
+_CALL = "skynet.optimize()"
+
+
+class Code:
+    """A code seed: the source of a module defining `run(input)`, or the path of its file.
+
+    `skynet.Code("def run(input):\\n    return ...")` or `skynet.Code("solver.py")`. Each
+    candidate runs in a sandbox (bubblewrap) of its own, as `[artifact] kind = "code"` does.
+    """
+
+    def __init__(self, source_or_path: str | os.PathLike[str]) -> None:
+        text = os.fspath(source_or_path)
+        as_path = Path(text).expanduser()
+        if isinstance(source_or_path, os.PathLike) or (
+            "\n" not in text and text.endswith(".py") and as_path.is_file()
+        ):
+            from skynet.textfile import read_text
+
+            self.path: Path | None = as_path.absolute()
+            self.source = read_text(
+                self.path, what="code", key="skynet.Code(path)", missing="no such code file"
+            )
+        else:
+            self.path, self.source = None, text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Code) and other.source == self.source
+
+    def __hash__(self) -> int:
+        return hash(self.source)
+
+    def __repr__(self) -> str:
+        first = self.source.strip().splitlines()[0] if self.source.strip() else ""
+        return f"Code({first[:60]!r}{' …' if len(self.source) > len(first) else ''})"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What `skynet.optimize` returns: the best candidate in the seed's own kind, and the run.
+
+    Attributes:
+        best: the best candidate, of the seed's kind: a str (instructions), a dict of
+            components, a dspy.Module, or a skynet.Code.
+        best_candidate: the best candidate's components (name -> text).
+        best_score, baseline_score: mean val scores of the best candidate and of the seed (None
+            when not every val item could be scored).
+        run_id: the run's id in `store`: `skynet show RUN` reports it.
+        status: "finished" (or "stopped" when a limit ended it early: see stopped_by).
+        store: the folder holding runs.db.
+    """
+
+    best: Any
+    best_candidate: dict[str, str]
+    best_score: float | None
+    baseline_score: float | None
+    run_id: str
+    status: str
+    stopped_by: str
+    store: Path
+    best_path: Path | None = None
+    _summary: Callable[[], Any] = field(default=lambda: None, repr=False, compare=False)
+
+    @property
+    def candidates(self) -> list[dict[str, Any]]:
+        """Every candidate of the run, in first-seen order: id, parents, components, val score."""
+        summary = self._summary()
+        return [
+            {
+                "id": c.id,
+                "parents": list(c.parents),
+                "candidate": dict(c.content),
+                "val": c.val_score,
+            }
+            for c in summary.candidates
+        ]
+
+    def report(self) -> str:
+        """The text report `skynet show RUN` prints."""
+        from skynet.runs.report import render_text
+
+        return render_text(self._summary())
+
+    def to_html(self, path: str | os.PathLike[str]) -> Path:
+        """Write the HTML report (self-contained, offline) to `path`; returns the path."""
+        from skynet.runs.report import render_html
+
+        target = Path(path)
+        try:
+            target.write_text(render_html(self._summary()), encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(
+                f"{target}: cannot write the report ({exc.strerror or exc}); give to_html() a "
+                "path in a folder that exists"
+            ) from None
+        return target
+
+    def _repr_html_(self) -> str:
+        def score(value: float | None) -> str:
+            return "—" if value is None else f"{value:.3f}"
+
+        change = (
+            f"{self.best_score - self.baseline_score:+.3f}"
+            if self.best_score is not None and self.baseline_score is not None
+            else "—"
+        )
+        texts = "".join(
+            f"<tr><td><code>{html.escape(name)}</code></td>"
+            f"<td><pre style='white-space:pre-wrap;margin:0'>{html.escape(text)}</pre></td></tr>"
+            for name, text in self.best_candidate.items()
+        )
+        return (
+            f"<div><b>skynet run {html.escape(self.run_id)}</b> · {html.escape(self.status)}"
+            + (f" · {html.escape(self.stopped_by)}" if self.stopped_by else "")
+            + "<table><tr><th></th><th>val</th></tr>"
+            f"<tr><td>baseline</td><td>{score(self.baseline_score)}</td></tr>"
+            f"<tr><td>best</td><td>{score(self.best_score)}</td></tr>"
+            f"<tr><td>change</td><td>{change}</td></tr></table>"
+            f"<table><tr><th>component</th><th>best candidate</th></tr>{texts}</table></div>"
+        )
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """What `skynet.evaluate` returns: one candidate scored on every row.
+
+    Attributes:
+        mean: the mean score (the candidate's own failures count as 0; metric and model faults
+            are left out and counted in `left_out`); None when nothing could be scored.
+        results: one skynet.Result per row, in order (`.score`, `.feedback`, `.output`, ...).
+        left_out: rows left out of the mean (metric or model faults).
+        run_id: the evaluation's run in `store`.
+    """
+
+    mean: float | None
+    results: list[Any]
+    left_out: int
+    run_id: str
+    store: Path
+    stopped_by: str = ""
+
+    def _repr_html_(self) -> str:
+        shown = "—" if self.mean is None else f"{self.mean:.3f}"
+        return (
+            f"<div><b>skynet evaluation {html.escape(self.run_id)}</b>: mean {shown} over "
+            f"{len(self.results) - self.left_out} row(s)"
+            + (f", {self.left_out} left out" if self.left_out else "")
+            + "</div>"
+        )
+
+
+def optimize(
+    seed: Any,
+    *,
+    metric: Any,
+    train: Any = None,
+    val: Any = None,
+    test: Any = None,
+    data: Any = None,
+    split: Mapping[str, Any] | None = None,
+    inputs: Sequence[str] | None = None,
+    outputs: Sequence[str] | None = None,
+    id_column: str | None = None,
+    user: str | None = None,
+    models: Mapping[str, Any] | None = None,
+    engine: Mapping[str, Any] | str | None = None,
+    budget: Mapping[str, Any] | None = None,
+    artifact: Mapping[str, Any] | None = None,
+    store: str | os.PathLike[str] = ".skynet",
+    out: IO[str] | None = None,
+    resume: str | None = None,
+) -> RunResult:
+    """Optimize `seed` against `metric`: the run `skynet run` makes, from Python.
+
+    Args:
+        seed: the instructions (a str), components ({"name": text}), a prompt.md path, a
+            dspy.Module, or a skynet.Code.
+        metric: a function with the metric contract (`score(input, output, expected=None)`
+            returning `(value, {"feedback": ...})`); a DSPy metric
+            `(gold, pred, trace=None, pred_name=None, pred_trace=None)`; a built-in scorer's
+            name ("exact", "xlam-tool-call"); or a [metric] table ({"name": ..., "options":
+            {...}, "time_s": ...}).
+        train, val, test: rows: a list of dicts, a list of dspy.Example, a pandas DataFrame, or
+            a .jsonl/.csv/.json path. Without `val`, `data=` is split by `split=` fractions.
+        data, split: all rows, split by seeded fractions ({"train": .5, "val": .3, "test": .2,
+            "seed": 0}, the default), as [data] split in skynet.toml.
+        inputs, outputs: the input and expected columns. Inferred when left out: inputs from the
+            user template's placeholders, a dspy program's signature or the Examples'
+            `with_inputs`; outputs are the remaining columns.
+        id_column: the column holding each row's id ("id" is used when rows have one).
+        user: the user-message template of a prompt seed, e.g. "Question: {question}".
+        models, engine, budget, artifact: skynet.toml's tables; `engine="auto"` names the engine.
+        store: the folder for runs.db and the call cache (default ./.skynet).
+        out: where progress goes (default: stderr; in Jupyter, one updating line).
+        resume: a run id in `store` to resume (see skynet.resume).
+
+    Returns:
+        A RunResult.
+
+    Raises:
+        ConfigError: a bad table key or value (named, with the nearest known key), or bad data.
+        ContractError: the metric failed its checks or self-test (named); nothing was spent.
+        DatasetError: a row lacks a column, or two rows share an id.
+    """
+    from skynet import runner
+    from skynet.runs.report import summarize
+
+    store_dir = Path(store).expanduser().absolute()
+    if resume is not None:
+        models, engine, budget, artifact = _recorded_tables(
+            store_dir, resume, models=models, engine=engine, budget=budget, artifact=artifact
+        )
+    project, kind = _project(
+        seed,
+        metric=metric,
+        splits={"train": train, "val": val, "test": test, "data": data},
+        fractions=split,
+        inputs=inputs,
+        outputs=outputs,
+        id_column=id_column,
+        user=user,
+        tables={"models": models, "engine": engine, "budget": budget, "artifact": artifact},
+        store_dir=store_dir,
+    )
+    outcome = runner.run(project, resume=resume, out=_progress_stream(out))
+
+    def summary() -> Any:
+        return summarize(project.open_store(), outcome.run_id)
+
+    best = dict(outcome.best_candidate)
+    return RunResult(
+        best=_as_seed_kind(kind, project, best),
+        best_candidate=best,
+        best_score=outcome.best_val,
+        baseline_score=outcome.seed_val,
+        run_id=outcome.run_id,
+        status=outcome.status,
+        stopped_by=outcome.stopped_by,
+        store=store_dir,
+        best_path=outcome.best_path,
+        _summary=summary,
+    )
+
+
+def resume(run_id: str, seed: Any, **kwargs: Any) -> RunResult:
+    """Resume run `run_id` of `store`: `skynet.optimize` with the same seed, metric and data
+    (a Python function is not stored, so they are given again), what was recorded replayed,
+    not paid again. The run's models, engine, budget and artifact tables are the recorded ones
+    unless given.
+
+    Raises:
+        ConfigError: the run is unknown, finished, or was made on other data.
+    """
+    return optimize(seed, resume=run_id, **kwargs)
+
+
+def evaluate(
+    candidate: Any,
+    *,
+    metric: Any,
+    data: Any,
+    inputs: Sequence[str] | None = None,
+    outputs: Sequence[str] | None = None,
+    id_column: str | None = None,
+    user: str | None = None,
+    models: Mapping[str, Any] | None = None,
+    artifact: Mapping[str, Any] | None = None,
+    budget: Mapping[str, Any] | None = None,
+    store: str | os.PathLike[str] = ".skynet",
+) -> EvalResult:
+    """Score `candidate` (any seed kind `optimize` takes, or a RunResult's `best`) on every row
+    of `data`, recorded as an evaluation run in `store` (what `skynet eval` records).
+
+    Raises:
+        ConfigError, ContractError, DatasetError: as `optimize`.
+    """
+    from skynet import runner
+
+    store_dir = Path(store).expanduser().absolute()
+    project, _ = _project(
+        candidate,
+        metric=metric,
+        splits={"test": data},
+        fractions=None,
+        inputs=inputs,
+        outputs=outputs,
+        id_column=id_column,
+        user=user,
+        tables={"models": models, "artifact": artifact, "budget": budget},
+        store_dir=store_dir,
+        evaluate_only=True,
+    )
+    from skynet.runs.lock import one_writer
+
+    with one_writer(project.store_dir, command="eval") as writer:
+        run_id = runner.evaluation_run(project)
+        writer.names(run_id)
+        outcome = runner.evaluate_candidate(
+            project, dict(project.artifact.components), split="test", run_id=run_id, label="python"
+        )
+    mean = outcome.mean
+    return EvalResult(
+        mean=mean.value,
+        results=list(outcome.results),
+        left_out=sum(mean.left_out.values()),
+        run_id=run_id,
+        store=store_dir,
+        stopped_by=outcome.stopped_by,
+    )
+
+
+# -- building the project --------------------------------------------------------------------
+
+
+def _project(
+    seed: Any,
+    *,
+    metric: Any,
+    splits: Mapping[str, Any],
+    fractions: Mapping[str, Any] | None,
+    inputs: Sequence[str] | None,
+    outputs: Sequence[str] | None,
+    id_column: str | None,
+    user: str | None,
+    tables: Mapping[str, Any],
+    store_dir: Path,
+    evaluate_only: bool = False,
+) -> tuple[Any, str]:
+    """The runner's Project for the call's pieces, every one checked as its file would be."""
+    from skynet import runner
+    from skynet.config import SplitConfig, config_from_tables
+    from skynet.data import dataset_from_rows, rows_from
+
+    given = {name: value for name, value in splits.items() if value is not None}
+    if not evaluate_only:
+        if "data" in given and ({"train", "val"} & given.keys()):
+            raise ConfigError(
+                f"{_CALL}: give data= (split by fractions) or train= and val=, not both"
+            )
+        if "data" not in given and "train" not in given:
+            raise ConfigError(f"{_CALL}: no rows; give train= and val= (or data= to split)")
+        if "train" in given and "val" not in given:
+            raise ConfigError(
+                f"{_CALL}: train= without val=; give val= rows to select candidates on (a few "
+                "dozen, apart from train), or data= to split one list by fractions"
+            )
+    rows = {name: rows_from(value, name) for name, value in given.items()}
+    kind = _seed_kind(seed)
+    inputs_list = list(inputs) if inputs is not None else _infer_inputs(seed, kind, user, given)
+    if not inputs_list:
+        raise ConfigError(
+            f"{_CALL}: inputs= is needed: say which columns the artifact reads, e.g. "
+            'inputs=["question"]'
+        )
+    first = next((r for group in rows.values() for r in group), None)
+    if outputs is not None:
+        outputs_list = list(outputs)
+    else:
+        skip = {*inputs_list, id_column or "id", "split"}
+        outputs_list = [c for c in (first.values if first else {}) if c not in skip]
+    if not outputs_list:
+        raise ConfigError(
+            f"{_CALL}: outputs= is needed: say which columns hold the expected answer, e.g. "
+            'outputs=["answer"]'
+        )
+    raw: dict[str, Any] = {
+        "data": {"inputs": inputs_list, "outputs": outputs_list, "id_column": id_column},
+    }
+    for name, value in tables.items():
+        if value is None:
+            continue
+        if name == "engine" and isinstance(value, str):
+            value = {"name": value}
+        if not isinstance(value, Mapping):
+            raise ConfigError(
+                f"{_CALL}: {name}= is a {type(value).__name__}; give a dict of skynet.toml's "
+                f"[{name}] keys"
+            )
+        raw[name] = copy.deepcopy(dict(value))
+    raw["artifact"] = {**raw.get("artifact", {}), "kind": _KIND_OF_SEED[kind]}
+    raw.setdefault("models", {}).setdefault("cache", str(store_dir / "cache.db"))
+    metric_table = _metric_table(metric)
+    if metric_table is not None:
+        raw["metric"] = metric_table
+    config = config_from_tables(raw, Path.cwd(), source=_CALL, rows_given=True)
+    split_config = None
+    if fractions is not None:
+        split_config = config_from_tables(
+            {**raw, "data": {**raw["data"], "split": dict(fractions)}},
+            Path.cwd(),
+            source=_CALL,
+            rows_given=True,
+        ).data.split
+    dataset = dataset_from_rows(
+        rows,
+        inputs=inputs_list,
+        outputs=outputs_list,
+        id_column=id_column,
+        fractions=split_config or (SplitConfig() if "data" in rows else None),
+        required=() if evaluate_only else ("train", "val"),
+    )
+    the_metric = _metric(metric, config, outputs_list)
+    artifact = _artifact(seed, kind, config, inputs_list, user, store_dir)
+    project = runner.Project(
+        dir=Path.cwd(),
+        config=config,
+        dataset=dataset,
+        metric=the_metric,
+        artifact=artifact,
+        store=store_dir,
+    )
+    return project, kind
+
+
+_KIND_OF_SEED = {"text": "prompt", "components": "prompt", "prompt_file": "prompt"}
+_KIND_OF_SEED |= {"dspy": "dspy", "code": "code"}
+
+
+def _seed_kind(seed: Any) -> str:
+    if isinstance(seed, Code):
+        return "code"
+    if isinstance(seed, os.PathLike) or (
+        isinstance(seed, str) and "\n" not in seed and seed.endswith(".md") and Path(seed).is_file()
+    ):
+        return "prompt_file"
+    if isinstance(seed, str):
+        if not seed.strip():
+            raise ConfigError(f"{_CALL}: the seed is an empty string; give the instructions")
+        return "text"
+    if isinstance(seed, Mapping):
+        bad = [k for k, v in seed.items() if not isinstance(k, str) or not isinstance(v, str)]
+        if not seed or bad:
+            raise ConfigError(
+                f"{_CALL}: a dict seed maps component names to their text, e.g. "
+                '{"instructions": "..."}'
+                + (f"; {bad[0]!r} is not a str -> str entry" if bad else "")
+            )
+        return "components"
+    if "dspy" in sys.modules:
+        import dspy
+
+        if isinstance(seed, dspy.Module):
+            return "dspy"
+    raise ConfigError(
+        f"{_CALL}: the seed is a {type(seed).__name__}; give the instructions (a str), a dict "
+        "of components, a prompt.md path, a dspy.Module or a skynet.Code"
+    )
+
+
+def _infer_inputs(seed: Any, kind: str, user: str | None, given: Mapping[str, Any]) -> list[str]:
+    from skynet.data import example_inputs
+
+    for value in given.values():
+        declared = example_inputs(value)
+        if declared:
+            return declared
+    if kind == "dspy":
+        names: list[str] = []
+        for _, predictor in seed.named_predictors():
+            names += [n for n in predictor.signature.input_fields if n not in names]
+        return names
+    if user is not None:
+        from skynet.artifacts.prompt import _placeholders
+
+        try:
+            return list(dict.fromkeys(_placeholders(user)))
+        except ValueError:
+            return []
+    return []
+
+
+def _metric_table(metric: Any) -> dict[str, Any] | None:
+    if isinstance(metric, str):
+        return {"name": metric}
+    if isinstance(metric, Mapping):
+        return dict(metric)
+    return None
+
+
+def _metric(metric: Any, config: Any, outputs: list[str]) -> Metric:
+    import dataclasses
+
+    if isinstance(metric, str | Mapping):
+        if not config.metric.name:
+            raise ConfigError(
+                f"{_CALL}: metric= as a table needs a name (a built-in scorer), e.g. "
+                '{"name": "exact"}; pass your own metric as a function'
+            )
+        from skynet.scorers import scorer_metric
+
+        loaded = scorer_metric(config.metric.name, config.metric.options)
+    elif isinstance(metric, Metric):
+        loaded = metric
+    elif callable(metric):
+        loaded = _function_metric(metric, outputs)
+    else:
+        raise ContractError(
+            f"{_CALL}: metric= is a {type(metric).__name__}; give a function "
+            "score(input, output, expected=None), a DSPy metric, or a scorer's name",
+            check="Metric signature",
+        )
+    loaded.limits = dataclasses.replace(loaded.limits, time_s=config.metric.time_s)
+    return loaded
+
+
+def _where(fn: Callable[..., Any]) -> str:
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    try:
+        file = inspect.getsourcefile(fn)
+        line = inspect.getsourcelines(fn)[1]
+    except (OSError, TypeError):
+        return f"metric {name}()"
+    return f"metric {name}() ({Path(file).name}:{line})" if file else f"metric {name}()"
+
+
+def _source_hash(fn: Callable[..., Any]) -> str:
+    import hashlib
+
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        source = repr(fn)
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def _dspy_form(fn: Callable[..., Any]) -> bool:
+    """Whether `fn` is a DSPy metric: its first two parameters are named (gold, pred)."""
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return False
+    return params[:2] == ["gold", "pred"] or params[:2] == ["example", "pred"]
+
+
+def _function_metric(fn: Callable[..., Any], outputs: list[str]) -> Metric:
+    where = _where(fn)
+    if not _dspy_form(fn):
+        metric = Metric(fn, name=where, source_hash=_source_hash(fn))
+        return metric
+    return Metric(_from_dspy_metric(fn, outputs), name=where, source_hash=_source_hash(fn))
+
+
+def _from_dspy_metric(fn: Callable[..., Any], outputs: list[str]) -> Callable[..., Any]:
+    """The metric contract over a DSPy metric: gold is the item as a dspy.Example, pred the
+    output as a dspy.Prediction; a float/bool or a dspy.Prediction(score=, feedback=) back."""
+    arity = len(inspect.signature(fn).parameters)
+
+    def score(input: Any, output: Any, expected: Any = None) -> Any:
+        import dspy
+
+        gold = dspy.Example(**input, **(expected or {})).with_inputs(*input)
+        if isinstance(output, dspy.Prediction):
+            pred = output
+        elif isinstance(output, Mapping):
+            pred = dspy.Prediction(**output)
+        else:
+            pred = dspy.Prediction(**{outputs[0]: output})
+        args: list[Any] = [gold, pred, None, None, None][: max(2, min(arity, 5))]
+        value = fn(*args)
+        feedback = ""
+        if hasattr(value, "score") and not isinstance(value, bool | int | float):
+            feedback = str(getattr(value, "feedback", "") or "")
+            value = value.score
+        return float(value), {"feedback": feedback}
+
+    return score
+
+
+def _artifact(
+    seed: Any, kind: str, config: Any, inputs: list[str], user: str | None, store_dir: Path
+) -> Any:
+    art = config.artifact
+    if kind == "prompt_file":
+        from skynet.artifacts.prompt import load_prompt
+
+        loaded = load_prompt(Path(seed).expanduser().absolute(), inputs, key="the seed")
+        if user is None:
+            return loaded
+        components = loaded.components
+    elif kind == "text":
+        components = {"instructions": seed.strip()}
+    elif kind == "components":
+        components = {name: text for name, text in seed.items()}
+    elif kind == "dspy":
+        from skynet.artifacts.dspy_program import DspyArtifact
+
+        if not list(seed.named_predictors()):
+            raise ConfigError(f"{_CALL}: the program has no predictors, so nothing to optimize")
+        return DspyArtifact(
+            program=copy.deepcopy(seed),
+            path=None,
+            max_tokens=art.max_tokens,
+            temperature=art.temperature,
+        )
+    else:
+        from skynet.artifacts.code import code_artifact
+        from skynet.runner import code_limits
+
+        return code_artifact(
+            seed.source,
+            path=seed.path,
+            shown=str(seed.path) if seed.path else "skynet.Code",
+            limits=code_limits(art),
+            sandbox_mode=art.sandbox,
+            hidden=(store_dir, Path.home(), Path.cwd()),
+            max_tokens=art.max_tokens,
+            temperature=art.temperature,
+        )
+    from skynet.artifacts.prompt import PromptArtifact, _placeholders
+
+    template = user if user is not None else "\n".join(f"{n}: {{{n}}}" for n in inputs)
+    try:
+        names = _placeholders(template)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{_CALL}: user= is not a valid format string ({exc}); write {{{{ and }}}} for "
+            "literal braces"
+        ) from None
+    unknown = [n for n in names if n not in inputs]
+    if unknown:
+        raise ConfigError(
+            f"{_CALL}: user= placeholder {{{unknown[0]}}} names no input column; the input "
+            f"columns are {', '.join(inputs)} (inputs=)"
+        )
+    return PromptArtifact(components=components, user_template=template)
+
+
+def _as_seed_kind(kind: str, project: Any, best: dict[str, str]) -> Any:
+    if kind == "text":
+        return best.get("instructions", "")
+    if kind == "dspy":
+        return project.artifact.with_candidate(best)
+    if kind == "code":
+        from skynet.artifacts.code import COMPONENT
+
+        return Code(best[COMPONENT])
+    return dict(best)
+
+
+def _recorded_tables(store_dir: Path, run_id: str, **given: Any) -> tuple[Any, Any, Any, Any]:
+    """The models, engine, budget and artifact tables of a run to resume: the recorded ones,
+    where the call gives none."""
+    from skynet.runs import RunStore
+
+    path = store_dir / "runs.db"
+    if not path.exists():
+        raise ConfigError(f"{store_dir}: no runs recorded here; give store= the run's folder")
+    with RunStore(path) as store:
+        row = store.get_run(run_id)
+    recorded = row.config
+    out = []
+    for name in ("models", "engine", "budget", "artifact"):
+        value = given.get(name)
+        if value is None:
+            value = recorded.get(name)
+            if name == "budget":
+                value = {**(value or {}), **{k: v for k, v in row.budget.items() if v is not None}}
+            if name == "artifact" and isinstance(value, dict):
+                value = {k: v for k, v in value.items() if k not in ("kind", "path")}
+        out.append(value)
+    return out[0], out[1], out[2], out[3]
+
+
+# -- progress --------------------------------------------------------------------------------
+
+
+class _NotebookLine:
+    """Progress in Jupyter: one line rewritten in place (a carriage return, no terminal codes)."""
+
+    def __init__(self, target: IO[str]) -> None:
+        self._target = target
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        return self._target.write(text.replace("\033[K", ""))
+
+    def flush(self) -> None:
+        self._target.flush()
+
+
+def _progress_stream(out: IO[str] | None) -> IO[str] | None:
+    if out is not None:
+        return out
+    if "ipykernel" in sys.modules and type(sys.stderr).__module__.startswith("ipykernel"):
+        return _NotebookLine(sys.stderr)  # type: ignore[return-value]
+    return None
