@@ -8,6 +8,7 @@ import io
 import sqlite3
 
 import pytest
+from artifacts.test_dspy_runs import CAPITAL, responder
 from projects import BETTER, COUNTRIES, make_project, task_responder
 
 import skynet
@@ -139,4 +140,156 @@ def test_a_bad_metric_is_a_contract_error_before_any_model_call(tmp_path, script
             store=tmp_path / "s",
             **_tables(scripted_server.url),
         )
+    assert scripted_server.request_count == 0
+
+
+# -- the other seed kinds ------------------------------------------------------------------------
+
+
+def test_a_dspy_program_with_a_dspy_metric_returns_the_optimized_module(
+    tmp_path, scripted_server, monkeypatch
+):
+    import dspy
+
+    scripted_server.responder = responder
+    monkeypatch.chdir(tmp_path)
+    examples = [
+        dspy.Example(country=country, answer=capital).with_inputs("country")
+        for country, capital in CAPITAL.items()
+    ]
+
+    def metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
+        right = pred.answer == gold.answer
+        return dspy.Prediction(score=float(right), feedback="right" if right else "say it")
+
+    program = dspy.Predict("country -> answer")
+    result = skynet.optimize(
+        program,
+        metric=metric,
+        train=examples[0::2],
+        val=examples[1::2],
+        **_tables(scripted_server.url, budget=30),
+    )
+    assert isinstance(result.best, dspy.Module)
+    assert result.best.signature.instructions == "Name the capital city of the country."
+    assert program.signature.instructions != result.best.signature.instructions  # a copy
+    assert result.baseline_score == 0.0 and result.best_score == 1.0
+
+
+SUM_CODE = "def run(input):\n    return sum(range(input['n']))\n"  # one short: 0..n-1
+SUM_FIXED = "def run(input):\n    return sum(range(input['n'] + 1))\n"
+
+
+def sum_score(input, output, expected=None):
+    right = output == expected["total"]
+    return float(right), {"feedback": "right" if right else f"expected {expected['total']}"}
+
+
+def test_a_code_seed_runs_sandboxed_and_comes_back_as_code(tmp_path, scripted_server, monkeypatch):
+    from skynet.testing import reply
+
+    scripted_server.responder = lambda body: reply(f"```python\n{SUM_FIXED}```")
+    monkeypatch.chdir(tmp_path)
+    rows = [{"id": f"n{n}", "n": n, "total": n * (n + 1) // 2} for n in range(12)]
+    tables = _tables(scripted_server.url, budget=30)
+    result = skynet.optimize(
+        skynet.Code(SUM_CODE),
+        metric=sum_score,
+        train=rows[0::2],
+        val=rows[1::2],
+        inputs=["n"],
+        outputs=["total"],
+        **tables,
+    )
+    assert isinstance(result.best, skynet.Code)
+    assert result.best.source.strip() == SUM_FIXED.strip()
+    assert result.baseline_score == 0.0 and result.best_score == 1.0
+    ev = skynet.evaluate(result.best, metric=sum_score, data=rows, inputs=["n"], outputs=["total"])
+    assert ev.mean == 1.0
+
+
+def test_rows_as_a_dataframe_and_as_a_file_make_the_same_dataset(tmp_path, scripted_server):
+    import json
+
+    import pandas as pd
+
+    from skynet.api import _project
+
+    file = tmp_path / "rows.jsonl"
+    file.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    built = {}
+    for name, data in [("list", ROWS), ("frame", pd.DataFrame(ROWS)), ("file", file)]:
+        project, _ = _project(
+            SEED,
+            metric=score,
+            splits={"data": data},
+            fractions={"train": 0.5, "val": 0.5, "seed": 1},
+            inputs=["country"],
+            outputs=None,  # inferred: the columns that are not inputs nor the id
+            id_column=None,
+            user=None,
+            tables={},
+            store_dir=tmp_path / "s",
+        )
+        built[name] = project.dataset
+    assert built["list"].hash == built["frame"].hash == built["file"].hash
+    assert built["list"].train[0].expected.keys() == {"capital"}
+
+
+def test_resume_goes_on_from_what_was_recorded(tmp_path, scripted_server, monkeypatch):
+    from runs.test_resume_outage import Outage
+
+    outage = Outage(after=12)  # the model goes down mid-run: the run aborts, recorded
+    scripted_server.responder = outage
+    monkeypatch.chdir(tmp_path)
+    common = dict(metric=score, train=TRAIN, val=VAL, user="Country: {country}")
+    with pytest.raises(skynet.SkynetError, match="evaluations failed"):
+        skynet.optimize(SEED, **common, **_tables(scripted_server.url))
+    (run,) = _runs(tmp_path / ".skynet" / "runs.db")
+    outage.down = False
+    paid = scripted_server.request_count
+    result = skynet.resume(run, SEED, **common)  # the recorded tables: endpoint, budget, engine
+    assert result.run_id == run and result.best == BETTER and result.status == "finished", result.report()
+    assert scripted_server.request_count > paid
+
+
+def _runs(db) -> list[str]:
+    with sqlite3.connect(db) as c:
+        return [r for (r,) in c.execute("SELECT id FROM runs")]
+
+
+# -- bad input: one clear error, nothing spent ---------------------------------------------------
+
+BAD_CALLS = [
+    ("no rows", dict(train=None, val=None), skynet.ConfigError, "no rows; give train= and val="),
+    ("train without val", dict(val=None), skynet.ConfigError, "train= without val="),
+    ("a row not a dict", dict(train=[1, 2]), skynet.DatasetError, "train[0] is a int"),
+    ("a missing column", dict(outputs=["capitol"]), skynet.DatasetError, "train[0]: column 'capitol' is missing (named in outputs="),
+    ("an unknown placeholder", dict(user="Land: {land}"), skynet.ConfigError, "user= placeholder {land} names no input column"),
+    ("a seed of another type", dict(seed=42), skynet.ConfigError, "the seed is a int"),
+    ("an unknown scorer", dict(metric="exactly"), skynet.ConfigError, "exactly"),
+    ("a bad budget", dict(budget={"max_metric_calls": 0}), skynet.ConfigError, "budget.max_metric_calls = 0"),
+    ("engine as a list", dict(engine=["auto"]), skynet.ConfigError, "engine= is a list"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("case", "change", "error", "says"), BAD_CALLS, ids=[c[0] for c in BAD_CALLS]
+)
+def test_a_bad_call_is_one_clear_error(tmp_path, scripted_server, case, change, error, says):
+    kwargs = dict(
+        seed=SEED,
+        metric=score,
+        train=TRAIN,
+        val=VAL,
+        inputs=["country"],
+        outputs=["capital"],
+        store=tmp_path / "s",
+        **_tables(scripted_server.url),
+    )
+    kwargs.update(change)
+    with pytest.raises(error) as raised:
+        skynet.optimize(kwargs.pop("seed"), **kwargs)
+    assert says in str(raised.value), str(raised.value)
+    assert "\n" not in str(raised.value)
     assert scripted_server.request_count == 0
