@@ -308,8 +308,10 @@ class EngineConfig(_Section):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: Literal["gepa", "dspy-gepa", "auto"] = Field(
-        default="auto", description='one of "gepa", "dspy-gepa" or "auto"'
+    name: str = Field(
+        default="auto",
+        description='a known engine, e.g. "auto" (a plugin adds engines under the entry-point '
+        'group "skynet.engines")',
     )
     seed: Int = Field(default=0, description="an integer")
     objective: str = Field(
@@ -349,6 +351,19 @@ class EngineConfig(_Section):
         description="a table of the engine's own options, by the engine's own names "
         "(gepa: GEPAConfig section fields; dspy-gepa: dspy.GEPA arguments)",
     )
+
+    @field_validator("name")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        return _engine_name(value)
+
+
+def _engine_name(value: Any) -> Any:
+    from skynet import registry
+
+    if isinstance(value, str) and not registry.is_known("engine", value):
+        raise ValueError(f"no engine has this name; known: {', '.join(registry.names('engine'))}")
+    return value
 
 
 class BudgetConfig(_Section):

@@ -3,7 +3,6 @@ here, so the core never imports them at module level."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -13,7 +12,7 @@ from skynet.errors import ConfigError
 from skynet.evaluation import Result
 from skynet.side_info import DEFAULT_MAX_SIDE_INFO_CHARS
 
-__all__ = ["EngineSettings", "EngineContext", "EngineOutcome", "Engine", "ENGINES", "get_engine"]
+__all__ = ["EngineSettings", "EngineContext", "EngineOutcome", "Engine", "get_engine"]
 
 Candidate = dict[str, str]
 
@@ -148,24 +147,15 @@ class Engine(Protocol):
     def optimize(self, ctx: EngineContext) -> EngineOutcome: ...
 
 
-# name -> "module:attribute"; a new engine adds one line here.
-ENGINES: dict[str, str] = {
-    "gepa": "engines.gepa:GepaEngine",
-    "dspy-gepa": "engines.dspy_gepa:DspyGepaEngine",
-}
-
-
 def get_engine(name: str) -> Engine:
-    """The engine registered under `name`.
+    """The engine registered under `name`: a built-in (skynet.registry) or a plugin's entry
+    point in the group "skynet.engines".
 
     Raises:
         ConfigError: unknown name (the message lists the known ones).
     """
-    target = ENGINES.get(name)
-    if target is None:
-        raise ConfigError(
-            f"unknown engine '{name}'; known engines: {', '.join(sorted(ENGINES))} "
-            "([engine] name in skynet.toml or --engine)"
-        )
-    module_name, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module_name), attr)()
+    from skynet import registry
+
+    if name == "auto":  # Auto plans the run, then names the engine that runs it
+        raise ConfigError("engine 'auto' chooses an engine; resolve it before get_engine()")
+    return registry.load("engine", name)()

@@ -254,7 +254,7 @@ REJECTED = [
         "unknown engine",
         DATA + '[engine]\nname = "gepa2"\n',
         None,
-        ['engine.name = "gepa2"', '"gepa", "dspy-gepa" or "auto"'],
+        ['engine.name = "gepa2": no engine has this name; known: auto, dspy-gepa, gepa'],
     ),
     (
         "unknown auto level",

@@ -1,8 +1,9 @@
 """The scorer registry, the scorer self-test, and a scorer seen as a metric.py score function.
 
 The registry, not the caller, maps a name to a scorer; an unknown name lists the known ones.
-Built-in scorers are listed in `_BUILTINS`, one line each, and are built fresh by `get` with the
-options it is handed; scorers a user registers are kept as the objects registered.
+Built-in scorers are listed in skynet.registry (one line each), and so are plugins' scorers
+(entry-point group "skynet.scorers"); both are built fresh by `get` with the options it is handed.
+Scorers a user registers in-process (`register`) are kept as the objects registered.
 """
 
 from __future__ import annotations
@@ -15,13 +16,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
 
+from skynet import registry
 from skynet.contract import CheckFailure
 from skynet.data import Item
 from skynet.errors import ConfigError
 from skynet.scorers.base import EMPTY_REPLY, Call, GradedScorer, Reply, Scorer, Verdict
-from skynet.scorers.exact import Exact
 from skynet.scorers.reference import ReferenceScorer
-from skynet.scorers.xlam import XlamToolCall
 
 __all__ = [
     "scorer_metric",
@@ -44,13 +44,6 @@ NULL_CONTROL = "null control"
 UNDECLARED_REASON = "undeclared reason"
 SCORER_ERROR = "scorer error"
 
-# name -> factory taking the scorer's options as keyword arguments. One line per built-in.
-_BUILTINS: dict[str, Callable[..., Scorer | GradedScorer]] = {
-    Exact.name: Exact,
-    ReferenceScorer.name: ReferenceScorer,
-    XlamToolCall.name: XlamToolCall,
-}
-
 _registered: dict[str, Scorer | GradedScorer] = {}
 
 S = TypeVar("S", bound=Scorer | GradedScorer)
@@ -61,8 +54,8 @@ _short.maxother = 80
 
 
 def names() -> list[str]:
-    """Every scorer name `get` knows: the built-ins, then the registered ones, each sorted."""
-    return sorted(_BUILTINS) + sorted(_registered)
+    """Every scorer name `get` knows: the built-ins and plugins, then the registered ones."""
+    return registry.names("scorer") + sorted(_registered)
 
 
 def _known() -> str:
@@ -82,7 +75,7 @@ def get(name: str, **options: Any) -> Any:
         ConfigError: no scorer has that name (the message lists the known ones), an option is
             unknown (the message lists the scorer's options), or an option's value is refused.
     """
-    factory = _BUILTINS.get(name)
+    factory = registry.load("scorer", name) if registry.is_known("scorer", name) else None
     if factory is not None:
         accepted = [
             p.name
@@ -122,7 +115,7 @@ def register(scorer: S) -> S:
         raise ConfigError(
             f"register() was handed a scorer with name {name!r}; give it a non-empty str name"
         )
-    if name in _BUILTINS:
+    if name in registry.BUILTIN["scorer"]:
         raise ConfigError(
             f"scorer name {name!r} is a built-in scorer's; register yours under another name"
         )

@@ -1,0 +1,172 @@
+"""Plugins: an engine and a scorer in a throwaway package, installed with entry points in the
+groups "skynet.engines" and "skynet.scorers", are found by name with no edit to Skynet: from
+skynet.toml through the CLI (in a process of its own), and from skynet.optimize."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from projects import BETTER, make_project, task_responder
+
+import skynet
+from skynet import registry
+from skynet.cli import main
+
+PLUGIN = '''
+"""tiny_plugin: a throwaway Skynet plugin (one engine, one scorer)."""
+from skynet.engine import EngineOutcome
+from skynet.scorers.base import Reply, Verdict
+
+
+class TinyEngine:
+    """Scores the seed, then one rewrite the reflection model proposes, and keeps the better."""
+
+    name = "tiny"
+
+    def min_metric_calls(self, *, train, val, minibatch_size):
+        return 2 * val
+
+    def choices(self, settings):
+        return ("tiny: the seed and one reflection, no search",)
+
+    def optimize(self, ctx):
+        def mean(candidate):
+            results = [ctx.evaluate(candidate, item) for item in ctx.val]
+            return sum(r.score or 0.0 for r in results) / len(results)
+
+        seed = dict(ctx.seed_candidate)
+        asked = "You improve an instruction given to an AI assistant. Reply in ``` fences:\\n"
+        reply = ctx.reflect(asked + "\\n".join(seed.values()), 0, None)
+        text = reply.split("```")[1].strip() if reply.count("```") >= 2 else reply.strip()
+        child = {name: text for name in seed}
+        ctx.record_proposal(status="accepted", detail="tiny: one rewrite", text=text)
+        scores = [mean(seed), mean(child)]
+        best = child if scores[1] > scores[0] else seed
+        return EngineOutcome(
+            best_candidate=best,
+            candidates=[seed, child],
+            parents=[[None], [0]],
+            val_scores=scores,
+            metric_calls=2 * len(ctx.val),
+        )
+
+
+class TinyContains:
+    """Right when the expected capital appears anywhere in the reply."""
+
+    name = "tiny-contains"
+    version = 1
+    reasons = ("contains", "missing")
+
+    def __init__(self, *, column="capital"):
+        self.column = column
+
+    def key(self, item):
+        return Reply(text=str(item.expected[self.column]))
+
+    def score(self, item, reply):
+        wanted = str(item.expected[self.column]).lower()
+        if wanted in reply.text.lower():
+            return Verdict(True, "contains", "the reply names it")
+        return Verdict(False, "missing", f"the reply should name {item.expected[self.column]}")
+'''
+
+ENTRY_POINTS = """
+[skynet.engines]
+tiny = tiny_plugin:TinyEngine
+broken = tiny_plugin_missing:Nothing
+
+[skynet.scorers]
+tiny-contains = tiny_plugin:TinyContains
+"""
+
+
+@pytest.fixture
+def installed(tmp_path, monkeypatch) -> Path:
+    """The plugin as pip installs a distribution: its module and a .dist-info folder (METADATA,
+    entry_points.txt) in a site directory on sys.path."""
+    site = tmp_path / "site"
+    (site / "tiny_plugin-0.1.dist-info").mkdir(parents=True)
+    (site / "tiny_plugin.py").write_text(PLUGIN)
+    (site / "tiny_plugin-0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: tiny-plugin\nVersion: 0.1\n"
+    )
+    (site / "tiny_plugin-0.1.dist-info" / "entry_points.txt").write_text(ENTRY_POINTS)
+    monkeypatch.syspath_prepend(str(site))
+    return site
+
+
+def _plugin_project(root: Path, url: str) -> Path:
+    project = make_project(root, url)
+    toml = (project / "skynet.toml").read_text()
+    toml = toml.replace('name = "gepa"', 'name = "tiny"')
+    (project / "skynet.toml").write_text('metric = "tiny-contains"\n' + toml)
+    (project / "metric.py").unlink()  # the scorer is the metric
+    return project
+
+
+def test_a_plugin_engine_and_scorer_run_from_skynet_toml_in_a_process_of_their_own(
+    installed, tmp_path, scripted_server
+):
+    scripted_server.responder = task_responder
+    project = _plugin_project(tmp_path / "p", scripted_server.url)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(installed), os.environ.get("PYTHONPATH", "")]),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "skynet.cli", "-C", str(project), "run"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "tiny: the seed and one reflection, no search" in done.stderr
+    assert BETTER in done.stdout  # the rewrite won, scored by the plugin's scorer
+    assert "+1.000" in done.stdout
+
+
+def test_a_plugin_is_found_from_python_and_listed_among_the_known(
+    installed, tmp_path, scripted_server, monkeypatch
+):
+    from test_python_api import TRAIN, VAL, _tables
+
+    scripted_server.responder = task_responder
+    monkeypatch.chdir(tmp_path)
+    assert "tiny" in registry.names("engine") and "tiny-contains" in registry.names("scorer")
+    tables = _tables(scripted_server.url)
+    tables["engine"] = {"name": "tiny"}
+    result = skynet.optimize(
+        "Tell the user about the country.",
+        metric={"name": "tiny-contains", "options": {"column": "capital"}},
+        train=TRAIN,
+        val=VAL,
+        user="Country: {country}",
+        **tables,
+    )
+    assert result.best == BETTER and result.best_score == 1.0
+
+
+def test_unknown_and_broken_plugins_are_one_line(installed, tmp_path, scripted_server, capsys):
+    scripted_server.responder = task_responder
+    project = _plugin_project(tmp_path / "p", scripted_server.url)
+    assert main(["-C", str(project), "check", "--set", "engine.name=tinny"]) == 2
+    line = capsys.readouterr().err.strip()
+    assert "no engine has this name; known: auto, dspy-gepa, gepa, broken, tiny" in line, line
+    assert main(["-C", str(project), "run", "--engine", "broken"]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.count("\n") == 0 and "the engine plugin 'broken' (package tiny-plugin)" in line
+    assert "ModuleNotFoundError" in line and "fix or reinstall that package" in line
+    assert scripted_server.request_count == 0
+
+
+def test_without_the_plugin_its_names_are_unknown(tmp_path):
+    assert "tiny" not in registry.names("engine")
+    with pytest.raises(skynet.ConfigError, match="unknown scorer 'tiny-contains'"):
+        registry.load("scorer", "tiny-contains")
