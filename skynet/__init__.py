@@ -24,6 +24,8 @@ from skynet.errors import (
     MetricError,
     ModelError,
     NotMeasuring,
+    ProjectBusy,
+    RunAborted,
     SkynetError,
 )
 from skynet.evaluation import Evaluation, Result
@@ -57,8 +59,10 @@ __all__ = [
     "ModelError",
     "NotMeasuring",
     "Observation",
+    "ProjectBusy",
     "Result",
     "RewardSpec",
+    "RunAborted",
     "SkynetError",
     "check_metric",
     "llm",

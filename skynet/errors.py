@@ -20,6 +20,11 @@ __all__ = [
     "BudgetExhausted",
     "SandboxUnavailable",
     "StorageError",
+    "CodeFailed",
+    "ProgramFailed",
+    "SandboxFailed",
+    "RunAborted",
+    "ProjectBusy",
 ]
 
 
@@ -110,6 +115,27 @@ class CandidateFailed(SkynetError):
     Expected while evolving code: an item error whose text reaches the reflection model, never a
     reason to stop the run.
     """
+
+
+class CodeFailed(CandidateFailed):
+    """A code candidate failed on one item (crash, time-out, memory, a limit, bad output)."""
+
+
+class ProgramFailed(CandidateFailed):
+    """A DSPy program raised on one item (e.g. DSPy could not parse the model's reply)."""
+
+
+class SandboxFailed(SkynetError):
+    """The sandbox failed to start for one item before any candidate code ran: a fault of the
+    machine (or of Skynet), recorded as a task error and counted toward the run's abort."""
+
+
+class RunAborted(SkynetError):
+    """Too many items errored: the metric or the task model is broken; the run stops."""
+
+
+class ProjectBusy(SkynetError):
+    """Another process holds the project's writer lock (one writer per project)."""
 
 
 class BudgetExhausted(SkynetError):

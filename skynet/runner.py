@@ -34,7 +34,7 @@ from skynet.engine import (
     EngineSettings,
     get_engine,
 )
-from skynet.errors import BudgetExhausted, ConfigError, ContractError, SkynetError
+from skynet.errors import BudgetExhausted, ConfigError, ContractError, RunAborted, SkynetError
 from skynet.evaluation import CANDIDATE_ERROR, METRIC_ERROR, Evaluation, Result, current_draw
 from skynet.mean import Mean, mean_of, mean_of_results
 from skynet.measure import TESTING, Observation, scoring
@@ -66,10 +66,6 @@ __all__ = [
 
 MIN_EVALUATIONS_BEFORE_ABORT = 8
 _ANY = object()  # recorded(): reuse a recorded result whatever its output
-
-
-class RunAborted(SkynetError):
-    """Too many items errored: the metric or the task model is broken; the run stops."""
 
 
 def candidate_id(candidate: Candidate, fingerprint: str = "") -> str:
@@ -419,7 +415,11 @@ class _EnginePlan:
 
 # The failures of the model or the network (after the model layer's retries) and of the
 # sandbox's start: the item was never really tried, so a resumed run tries it again.
-_TRANSIENT = ("skynet.errors.ModelError:", "skynet.artifacts.code.SandboxFailed:")
+_TRANSIENT = (
+    "skynet.errors.ModelError:",
+    "skynet.errors.SandboxFailed:",
+    "skynet.artifacts.code.SandboxFailed:",  # its name in runs recorded before it moved
+)
 
 
 def _transient(result: Result) -> bool:

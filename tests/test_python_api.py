@@ -243,7 +243,7 @@ def test_resume_goes_on_from_what_was_recorded(tmp_path, scripted_server, monkey
     scripted_server.responder = outage
     monkeypatch.chdir(tmp_path)
     common = dict(metric=score, train=TRAIN, val=VAL, user="Country: {country}")
-    with pytest.raises(skynet.SkynetError, match="evaluations failed"):
+    with pytest.raises(skynet.RunAborted, match="evaluations failed"):
         skynet.optimize(SEED, **common, **_tables(scripted_server.url))
     (run,) = _runs(tmp_path / ".skynet" / "runs.db")
     outage.down = False

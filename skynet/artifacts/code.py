@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from skynet import sandbox
-from skynet.errors import CandidateFailed, ConfigError, SkynetError
+from skynet.errors import CandidateFailed, CodeFailed, ConfigError, SandboxFailed, SkynetError
 from skynet.measure import active_meter
 from skynet.sandbox import Limits, ModelProxy
 
@@ -84,15 +84,6 @@ os.close(fd)
 sys.stderr.flush()
 os._exit(0)
 """
-
-
-class CodeFailed(CandidateFailed):
-    """A candidate failed on one item (crash, time-out, memory, a limit, bad output)."""
-
-
-class SandboxFailed(SkynetError):
-    """The sandbox failed to start for one item before any candidate code ran: a fault of the
-    machine (or of Skynet), recorded as a task error and counted toward the run's abort."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

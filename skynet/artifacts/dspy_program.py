@@ -19,14 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skynet.errors import CandidateFailed, ConfigError
+from skynet.errors import ConfigError, ProgramFailed
 from skynet.textfile import read_bytes
 
 __all__ = ["DspyArtifact", "load_program"]
-
-
-class ProgramFailed(CandidateFailed):
-    """The program raised on one item (e.g. DSPy could not parse the model's reply)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from skynet.errors import ConfigError, SkynetError
+from skynet.errors import ConfigError, ProjectBusy
 from skynet.storage import folder_error
 
 __all__ = ["LOCK_FILE", "ProjectBusy", "Writer", "lock_path", "one_writer", "writing"]
@@ -42,10 +42,6 @@ _DOING = {
     "eval": "recording an evaluation",
     "rescore": "being rescored",
 }
-
-
-class ProjectBusy(SkynetError):
-    """Another process holds the project's writer lock."""
 
 
 def lock_path(store_dir: Path) -> Path:
