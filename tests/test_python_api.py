@@ -249,7 +249,9 @@ def test_resume_goes_on_from_what_was_recorded(tmp_path, scripted_server, monkey
     outage.down = False
     paid = scripted_server.request_count
     result = skynet.resume(run, SEED, **common)  # the recorded tables: endpoint, budget, engine
-    assert result.run_id == run and result.best == BETTER and result.status == "finished", result.report()
+    assert result.run_id == run and result.best == BETTER and result.status == "finished", (
+        result.report()
+    )
     assert scripted_server.request_count > paid
 
 
