@@ -42,7 +42,7 @@ _INNER = "inner"
 def _as_failure(exc: Exception) -> Exception:
     """A program's exception as Skynet records it: the model's own failure stays a ModelError
     (not final: a resume asks again), anything else is the candidate's (ProgramFailed)."""
-    from skynet.artifacts.dspy_program import ProgramFailed
+    from skynet.errors import ProgramFailed
 
     failure: Exception = exc
     while not isinstance(failure, ModelError) and isinstance(failure.__cause__, Exception):

@@ -540,7 +540,7 @@ def cmd_judge_collect(args: argparse.Namespace) -> int:
     import json
 
     from skynet.config import load_config
-    from skynet.scorers.judge import collect_labels
+    from skynet.judge_project import collect_labels
 
     project_dir = _project_dir(args)
     config = load_config(project_dir, _overrides(args))
@@ -565,14 +565,9 @@ def cmd_judge_collect(args: argparse.Namespace) -> int:
 
 def cmd_judge_validate(args: argparse.Namespace) -> int:
     from skynet.config import load_config
+    from skynet.judge_project import project_judge
     from skynet.models import configure
-    from skynet.scorers.judge import (
-        judge_labelled,
-        judge_problems,
-        judge_validate,
-        project_judge,
-        read_labels,
-    )
+    from skynet.scorers.judge import judge_labelled, judge_problems, judge_validate, read_labels
 
     project_dir = _project_dir(args)
     config = load_config(project_dir, _overrides(args))

@@ -33,6 +33,7 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
+from skynet.data import DEFAULT_SPLIT
 from skynet.errors import ConfigError
 from skynet.side_info import DEFAULT_MAX_SIDE_INFO_CHARS
 
@@ -67,7 +68,11 @@ CONFIG_FILE = "skynet.toml"
 
 # Fractions are compared with this slack: 0.7 + 0.2 + 0.1 is not exactly 1.0 in binary.
 _SUM_TOLERANCE = 1e-6
-_DEFAULT_SPLIT = {"train": 0.5, "val": 0.3, "test": 0.2}
+_DEFAULT_SPLIT = {
+    "train": DEFAULT_SPLIT.train,
+    "val": DEFAULT_SPLIT.val,
+    "test": DEFAULT_SPLIT.test,
+}
 _ARTIFACT_PATHS = {"prompt": "prompt.md", "dspy": "program.py", "code": "code.py"}
 # A dotted key's segments: "quoted" (may hold dots) or bare.
 _SEGMENT = re.compile(r'"([^"]*)"|([^."]+)')
@@ -94,11 +99,18 @@ class SplitConfig(_Section):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    train: Float = Field(default=0.5, ge=0, description="a fraction between 0 and 1, e.g. 0.5")
-    val: Float = Field(default=0.3, ge=0, description="a fraction between 0 and 1, e.g. 0.3")
-    test: Float = Field(default=0.2, ge=0, description="a fraction between 0 and 1, e.g. 0.2")
+    train: Float = Field(
+        default=DEFAULT_SPLIT.train, ge=0, description="a fraction between 0 and 1, e.g. 0.5"
+    )
+    val: Float = Field(
+        default=DEFAULT_SPLIT.val, ge=0, description="a fraction between 0 and 1, e.g. 0.3"
+    )
+    test: Float = Field(
+        default=DEFAULT_SPLIT.test, ge=0, description="a fraction between 0 and 1, e.g. 0.2"
+    )
     seed: Int = Field(
-        default=0, description="an integer; it decides which items land in which split"
+        default=DEFAULT_SPLIT.seed,
+        description="an integer; it decides which items land in which split",
     )
 
     @model_validator(mode="before")

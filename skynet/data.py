@@ -415,10 +415,21 @@ def _items(count: int) -> str:
     return f"{count} item" if count == 1 else f"{count} items"
 
 
-def _default_split() -> SplitConfig:
-    from skynet.config import SplitConfig
+@dataclass(frozen=True, slots=True)
+class Fractions:
+    """A seeded split by fractions; these defaults are [data.split]'s (skynet.config)."""
 
-    return SplitConfig()
+    train: float = 0.5
+    val: float = 0.3
+    test: float = 0.2
+    seed: int = 0
+
+
+DEFAULT_SPLIT = Fractions()
+
+
+def _default_split() -> Fractions:
+    return DEFAULT_SPLIT
 
 
 def _require_nonempty(
@@ -500,7 +511,7 @@ def dataset_from_rows(
     inputs: list[str],
     outputs: list[str],
     id_column: str | None = None,
-    fractions: SplitConfig | None = None,
+    fractions: Fractions | SplitConfig | None = None,
     required: tuple[str, ...] = ("train", "val"),
 ) -> Dataset:
     """The Dataset of rows given in Python: `splits` holds "train", "val" (and "test") row lists,

@@ -233,7 +233,7 @@ def _project_metric(
     """
     if config.metric.name == "judge":
         # The judge scores only when its validation record accepts it: JudgeUnvalidated otherwise.
-        from skynet.scorers.judge import project_judge_metric
+        from skynet.judge_project import project_judge_metric
 
         return project_judge_metric(config)
     if config.metric.name == "reference":
