@@ -629,8 +629,7 @@ def _artifact(
             temperature=art.temperature,
         )
     else:
-        from skynet.artifacts.code import code_artifact
-        from skynet.runner import code_limits
+        from skynet.artifacts.code import code_artifact, code_limits
 
         return code_artifact(
             seed.source,

@@ -95,10 +95,6 @@ def cmd_init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# What `skynet check` calls each artifact kind when it says it loaded.
-_ARTIFACT_NAMES = {"prompt": "prompt", "code": "code", "dspy": "program"}
-
-
 def cmd_check(args: argparse.Namespace) -> int:
     from skynet.models import configure
     from skynet.runner import engine_plan, open_project, self_test
@@ -108,7 +104,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     ds = project.dataset
     print(
         f"config ok · data ok: {len(ds.train)} train / {len(ds.val)} val / {len(ds.test)} test "
-        f"items · {_ARTIFACT_NAMES[project.config.artifact.kind]} ok: "
+        f"items · {project.artifact.label} ok: "
         f"{', '.join(project.artifact.components)} · metric loaded "
         f"(score/{project.metric.arity})"
     )
@@ -347,25 +343,10 @@ def cmd_selftest(args: argparse.Namespace) -> int:
 def _candidate_from_file(project: Any, path: Path) -> dict[str, str]:
     """A candidate written as the artifact's own file: prompt.md, code.py, or a program saved
     with DSPy's `save` (e.g. a run's best_program.json)."""
-    from skynet.artifacts.code import COMPONENT, CodeArtifact
-    from skynet.artifacts.dspy_program import DspyArtifact
-    from skynet.artifacts.prompt import load_prompt
-    from skynet.textfile import read_bytes, read_text
-
     key, missing = "--candidate", "no such candidate file; give --candidate best, seed or a file"
-    if isinstance(project.artifact, CodeArtifact):
-        return {COMPONENT: read_text(path, what="candidate", key=key, missing=missing)}
-    if isinstance(project.artifact, DspyArtifact):
-        read_bytes(path, what="candidate", key=key, missing=missing)
-        program = project.artifact.with_candidate({})
-        try:
-            program.load(str(path))
-        except Exception as exc:
-            raise ConfigError(
-                f"{path}: not a program saved by DSPy for this program ({exc})"
-            ) from exc
-        return project.artifact.candidate_of(program)
-    return load_prompt(path, project.config.data.inputs, key=key).components
+    return project.artifact.read_candidate(
+        path, inputs=project.config.data.inputs, key=key, missing=missing
+    )
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:

@@ -218,8 +218,10 @@ class ArtifactConfig(_Section):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["prompt", "dspy", "code"] = Field(
-        default="prompt", description='one of "prompt", "dspy" or "code"'
+    kind: str = Field(
+        default="prompt",
+        description='a known kind: "prompt", "dspy" or "code" (a plugin adds kinds under the '
+        'entry-point group "skynet.artifacts")',
     )
     path: str = Field(
         default="prompt.md",
@@ -278,6 +280,16 @@ class ArtifactConfig(_Section):
         ge=1,
         description="an integer >= 1 (runs of the artifact per item, each scored separately)",
     )
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, value: str) -> str:
+        from skynet import registry
+
+        if not registry.is_known("artifact", value):
+            known = ", ".join(f'"{name}"' for name in registry.names("artifact"))
+            raise ValueError(f"no artifact kind has this name; known: {known}")
+        return value
 
     @model_validator(mode="before")
     @classmethod

@@ -14,6 +14,7 @@ __all__ = [
     "ModelError",
     "MetricError",
     "MetricExited",
+    "JudgeFailed",
     "JudgeUnvalidated",
     "NotMeasuring",
     "CandidateFailed",
@@ -99,6 +100,12 @@ class MetricExited(MetricError):
     During a run it is the item's metric error like any other; the self-test stops on it, since a
     metric that ends the process on one item would end a run.
     """
+
+
+class JudgeFailed(MetricError):
+    """A judge call failed after retries: the item is an error (outcome judge_failed), not wrong."""
+
+    outcome = "judge_failed"
 
 
 class JudgeUnvalidated(SkynetError):

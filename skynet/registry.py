@@ -1,7 +1,10 @@
-"""One registry for engines and scorers: the built-ins by name, and third-party plugins found
+"""One registry for artifact kinds, engines and scorers: the built-ins by name, and third-party plugins found
 through Python entry points, so a plugin needs no edit to Skynet.
 
 A plugin package declares, in its pyproject.toml:
+
+    [project.entry-points."skynet.artifacts"]
+    my-kind = "my_package.kind:from_project"      # (project_dir, config, dataset) -> an Artifact
 
     [project.entry-points."skynet.engines"]
     my-engine = "my_package.engine:MyEngine"      # a class implementing skynet.engine.Engine
@@ -9,7 +12,7 @@ A plugin package declares, in its pyproject.toml:
     [project.entry-points."skynet.scorers"]
     my-scorer = "my_package.scorer:MyScorer"      # a class implementing the Scorer protocol
 
-Once it is installed, `[engine] name = "my-engine"` and `metric = "my-scorer"` find it (also
+Once it is installed, `[artifact] kind = "my-kind"`, `[engine] name = "my-engine"` and `metric = "my-scorer"` find it (also
 `skynet.optimize(engine="my-engine", metric="my-scorer")`). A built-in name cannot be taken by a
 plugin; an unknown name lists every known one.
 
@@ -28,11 +31,18 @@ from skynet.errors import ConfigError
 __all__ = ["GROUPS", "BUILTIN", "names", "load", "is_known"]
 
 # kind -> entry-point group
-GROUPS = {"engine": "skynet.engines", "scorer": "skynet.scorers"}
+GROUPS = {"artifact": "skynet.artifacts", "engine": "skynet.engines", "scorer": "skynet.scorers"}
 
 # kind -> name -> "module:attribute"; a new built-in adds one line here. "auto" is Skynet's
 # planner over the engines (engines.auto), named like one.
 BUILTIN: dict[str, dict[str, str]] = {
+    # An artifact kind's loader: from_project(project_dir, config, dataset) -> Artifact
+    # (skynet.artifacts.base).
+    "artifact": {
+        "prompt": "skynet.artifacts.prompt:from_project",
+        "dspy": "skynet.artifacts.dspy_program:from_project",
+        "code": "skynet.artifacts.code:from_project",
+    },
     "engine": {
         "gepa": "engines.gepa:GepaEngine",
         "dspy-gepa": "engines.dspy_gepa:DspyGepaEngine",
@@ -47,6 +57,7 @@ BUILTIN: dict[str, dict[str, str]] = {
 
 # Where each kind's name is set, for the messages.
 _SET_BY = {
+    "artifact": "[artifact] kind in skynet.toml",
     "engine": "[engine] name in skynet.toml, --engine, or engine= in skynet.optimize()",
     "scorer": "metric = NAME in skynet.toml, or metric= in skynet.optimize()",
 }
@@ -61,7 +72,7 @@ def _plugins(kind: str) -> dict[str, metadata.EntryPoint]:
 
 
 def names(kind: str) -> list[str]:
-    """Every name of `kind` ("engine" or "scorer"): the built-ins, then the plugins, sorted."""
+    """Every name of `kind` ("artifact", "engine" or "scorer"): the built-ins, then the plugins, sorted."""
     return sorted(BUILTIN[kind]) + sorted(_plugins(kind))
 
 

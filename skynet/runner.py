@@ -20,9 +20,9 @@ from pathlib import Path
 from time import monotonic as _monotonic
 from typing import IO, Any
 
-from skynet.artifacts.code import CodeArtifact, load_code
-from skynet.artifacts.dspy_program import DspyArtifact, load_program, prompt_as_program
-from skynet.artifacts.prompt import PromptArtifact, load_prompt, render_prompt
+from skynet import registry
+from skynet.artifacts.base import Artifact
+from skynet.artifacts.dspy_program import DspyArtifact
 from skynet.config import Config, load_config
 from skynet.contract import TIMED_OUT_KEY, CheckReport, Metric, check_metric, load_metric
 from skynet.data import Dataset, Item, load_dataset
@@ -32,17 +32,16 @@ from skynet.engine import (
     EngineContext,
     EngineOutcome,
     EngineSettings,
+    gepa_proposals,
     get_engine,
 )
 from skynet.errors import BudgetExhausted, ConfigError, ContractError, RunAborted, SkynetError
-from skynet.evaluation import CANDIDATE_ERROR, METRIC_ERROR, Evaluation, Result, current_draw
+from skynet.evaluation import CANDIDATE_ERROR, METRIC_ERROR, Evaluation, Result
 from skynet.mean import Mean, mean_of, mean_of_results
 from skynet.measure import TESTING, Observation, scoring
 from skynet.models import Models, configure
 from skynet.runs import EVALUATION, RunStore
 from skynet.runs.lock import Writer, one_writer
-from skynet.sandbox import Limits
-from skynet.sandbox import describe as sandbox_description
 from skynet.storage import folder_error
 from skynet.terminal import printable
 
@@ -86,41 +85,15 @@ class Project:
     config: Config
     dataset: Dataset
     metric: Metric
-    artifact: PromptArtifact | CodeArtifact | DspyArtifact
+    artifact: Artifact
     # Where runs.db, the run folders and the writer's lock go: the project's .skynet, or the
     # store a Python caller named (skynet.optimize(store=...)). None: dir / ".skynet".
     store: Path | None = None
 
     @property
     def fingerprint(self) -> str:
-        """What, besides a candidate's texts, decides its outputs: task model and settings."""
-        art = self.config.artifact
-        if isinstance(self.artifact, CodeArtifact):
-            # Limits added since runs were first recorded count only when set, so the
-            # candidate ids of earlier runs (and their replay on resume) stay as they were.
-            extra = {
-                name: getattr(art, name) for name in _SANDBOX_KEYS if name in art.model_fields_set
-            }
-            return json.dumps(["code", art.timeout_s, art.memory_mb, *([extra] if extra else [])])
-        if isinstance(self.artifact, DspyArtifact):
-            return json.dumps(["dspy", self.config.models.task, art.max_tokens, art.temperature])
-        return json.dumps(
-            [
-                self.config.models.task,
-                art.max_tokens,
-                art.temperature,
-                self.artifact.user_template,
-                art.tools,
-            ]
-        )
-
-    def render(self, candidate: Candidate) -> tuple[str, str]:
-        """(file name, text) of a candidate written out as the artifact's own file."""
-        if isinstance(self.artifact, CodeArtifact):
-            return "best_code.py", self.artifact.render(candidate)
-        if isinstance(self.artifact, DspyArtifact):
-            return "best_program.json", json.dumps(candidate, indent=2, ensure_ascii=False)
-        return "best_prompt.md", render_prompt(self.artifact, candidate)
+        """What, besides a candidate's texts, decides its outputs (task model, settings)."""
+        return self.artifact.fingerprint(self.config.artifact, self.config.models.task)
 
     @property
     def store_dir(self) -> Path:
@@ -148,74 +121,17 @@ def open_project(project_dir: Path, overrides: dict[str, Any] | None = None) -> 
     metric = _project_metric(project_dir, config, dataset)
     # metric.time_s holds every metric to its time per call, metric.py or a built-in scorer.
     metric.limits = dataclasses.replace(metric.limits, time_s=config.metric.time_s)
-    art = config.artifact
-    artifact: PromptArtifact | CodeArtifact | DspyArtifact
-    if art.kind == "dspy":
-        artifact = load_program(
-            project_dir / art.path, max_tokens=art.max_tokens, temperature=art.temperature
-        )
-    elif art.kind == "code":
-        artifact = load_code(
-            project_dir / art.path,
-            limits=code_limits(art),
-            sandbox_mode=art.sandbox,
-            hidden=(project_dir, Path.home(), Path.cwd()),
-            max_tokens=art.max_tokens,
-            temperature=art.temperature,
-        )
-    else:
-        artifact = load_prompt(project_dir / art.path, config.data.inputs)
-        if art.tools == "row":
-            if "tools" not in config.data.inputs:
-                raise ConfigError(
-                    f"{project_dir / 'skynet.toml'}: [artifact] tools = 'row' sends each item's "
-                    "'tools' column, but data.inputs does not list 'tools'; add it"
-                )
-            from skynet.scorers.xlam import tool_schemas
-
-            # Every row's tools are converted now: type words outside the grammar refuse the whole
-            # dataset before anything is spent, rather than fail item by item in the run.
-            for split in (dataset.train, dataset.val, dataset.test):
-                for item in split:
-                    tool_schemas(item.input, row_name=item.id)
+    # The kind's loader (skynet.registry, group "skynet.artifacts") checks its own files.
+    artifact = registry.load("artifact", config.artifact.kind)(project_dir, config, dataset)
     return Project(
         dir=project_dir, config=config, dataset=dataset, metric=metric, artifact=artifact
-    )
-
-
-# [artifact] keys of the sandbox beyond timeout_s and memory_mb (each changes what a code
-# candidate's run can do, so each is part of its fingerprint when set).
-_SANDBOX_KEYS = (
-    "sandbox",
-    "cpu_s",
-    "max_processes",
-    "max_file_mb",
-    "tmpfs_mb",
-    "max_output_bytes",
-    "stderr_tail_bytes",
-    "max_model_calls",
-)
-
-
-def code_limits(art: Any) -> Limits:
-    """The sandbox limits a project's [artifact] section sets for code candidates."""
-    return Limits(
-        wall_s=art.timeout_s,
-        cpu_s=art.cpu_s,
-        memory_mb=art.memory_mb,
-        max_processes=art.max_processes,
-        max_file_mb=art.max_file_mb,
-        tmpfs_mb=art.tmpfs_mb,
-        max_output_bytes=art.max_output_bytes,
-        stderr_tail_bytes=art.stderr_tail_bytes,
-        max_model_calls=art.max_model_calls,
     )
 
 
 def unsandboxed_warning(project: Project) -> str:
     """The line every run and evaluation of unsandboxed code candidates prints ("" when the
     candidates are sandboxed, or are not code)."""
-    if not isinstance(project.artifact, CodeArtifact) or project.artifact.sandbox != "none":
+    if not project.artifact.unsandboxed:
         return ""
     return (
         'warning: [artifact] sandbox = "none": code candidates run unsandboxed and can read '
@@ -280,54 +196,7 @@ def self_test(project: Project) -> CheckReport:
 
 
 def _task_runner(project: Project, models: Models) -> Callable[[Candidate, dict[str, Any]], Any]:
-    art = project.config.artifact
-    artifact = project.artifact
-    if isinstance(artifact, CodeArtifact):
-        return artifact.run
-    if isinstance(artifact, DspyArtifact):
-        program = artifact
-        return lambda candidate, input: program.run(candidate, input, models)
-    prompt = artifact
-
-    def run_prompt(candidate: Candidate, input: dict[str, Any]) -> str:
-        messages = prompt.messages(candidate, input)
-        reply = models.complete(
-            "task",
-            messages,
-            max_tokens=art.max_tokens,
-            temperature=art.temperature,
-            draw=current_draw(),  # repeat = N: each run of the item its own reply
-        )
-        return reply.text
-
-    tool_choice: str | dict[str, Any] = (
-        art.tool_choice
-        if art.tool_choice in ("auto", "none", "required")
-        else {"type": "function", "function": {"name": art.tool_choice}}
-    )
-
-    def run_with_tools(candidate: Candidate, input: dict[str, Any]) -> dict[str, Any]:
-        from skynet.scorers.xlam import tool_schemas
-
-        messages = prompt.messages(candidate, input)
-        reply = models.complete(
-            "task",
-            messages,
-            max_tokens=art.max_tokens,
-            temperature=art.temperature,
-            tools=tool_schemas(input),
-            # Without it llama.cpp's chatml-function-calling server calls no tool at all.
-            tool_choice=tool_choice,
-            draw=current_draw(),
-        )
-        # The reply as the server returned it, unparsed: the scorer judges it.
-        return {
-            "text": reply.text,
-            "calls": [dict(call) for call in reply.tool_calls],
-            "truncated": reply.finish_reason == "length",
-        }
-
-    return run_with_tools if art.tools == "row" else run_prompt
+    return project.artifact.task(models, project.config.artifact)
 
 
 def _versions() -> dict[str, str]:
@@ -473,8 +342,8 @@ def _engine_settings(project: Project, options: dict[str, Any]) -> EngineSetting
 
 def _task_slots(project: Project) -> tuple[int, str] | None:
     """How many calls the task model takes at once, and its name (None: no task model)."""
-    if project.config.artifact.kind == "code":
-        return None  # each evaluation is a sandboxed process; its model calls are its own
+    if not project.artifact.uses_task_model:
+        return None  # e.g. code: each evaluation is a sandboxed process; its calls its own
     models = project.config.models_config()
     task = models.model_for("task")
     return models.settings_for(task).max_concurrent, task
@@ -617,14 +486,7 @@ def _start(project: Project) -> tuple[Models, _EnginePlan, Engine, int]:
 
 def _as_program(project: Project) -> DspyArtifact:
     """The artifact as a DSPy program: itself, or a one-section prompt wrapped as dspy.Predict."""
-    if isinstance(project.artifact, DspyArtifact):
-        return project.artifact
-    if isinstance(project.artifact, PromptArtifact):
-        art = project.config.artifact
-        return prompt_as_program(
-            project.artifact, max_tokens=art.max_tokens, temperature=art.temperature
-        )
-    raise ConfigError("engine 'dspy-gepa' optimizes DSPy programs and prompts, not code")
+    return project.artifact.as_program(project.config.artifact)
 
 
 def run(
@@ -1019,12 +881,8 @@ def _run(
         )
     best_id = candidate_id(best, project.fingerprint)
     store.set_best(run_id, best_id)
-    name, text = project.render(best)
-    best_path = run_dir / name
-    if isinstance(project.artifact, DspyArtifact):
-        project.artifact.save(best, best_path)  # DSPy's own format: loads back with dspy alone
-    else:
-        best_path.write_text(text, encoding="utf-8")
+    best_path = run_dir / project.artifact.best_file
+    project.artifact.save(best, best_path)
     store.set_status(run_id, "finished")
     seed_val = val_mean(candidate_id(seed, project.fingerprint))
     best_val = val_mean(best_id)
@@ -1105,8 +963,8 @@ def evaluation_run(project: Project) -> str:
 
 def _note_sandbox(project: Project, store: RunStore, run_id: str) -> None:
     """Record how code candidates are isolated: part of what the run's figures mean."""
-    if isinstance(project.artifact, CodeArtifact):
-        store.set_note(run_id, "sandbox", sandbox_description(project.artifact.sandbox))
+    if project.artifact.isolation is not None:
+        store.set_note(run_id, "sandbox", project.artifact.isolation)
 
 
 def evaluate_candidate(
@@ -1334,10 +1192,8 @@ def dry_run(project: Project, *, sample: int = 3) -> DryRunEstimate:
     if judge_after.unpriced_calls > judge_before.unpriced_calls:
         judge_per_call = None
         notes.append("judge cost unknown: the metric model has no known price")
-    # GEPA: the seed on val, then per proposal the parent and child on a minibatch, and the child
-    # on val when it wins; budget the proposals as if half of them won.
-    per_proposal = 2 * minibatch + len(val) / 2
-    proposals = max(1, int((planned - len(val)) / per_proposal)) if planned > len(val) else 0
+    # The budget formula Auto sizes budgets with, inverted.
+    proposals = gepa_proposals(planned, val=len(val), minibatch=minibatch)
     reflection_model = models.config.model_for("reflection")
     price = models.price(reflection_model)
     text = "\n".join(seed.values())

@@ -1,6 +1,7 @@
-"""Plugins: an engine and a scorer in a throwaway package, installed with entry points in the
-groups "skynet.engines" and "skynet.scorers", are found by name with no edit to Skynet: from
-skynet.toml through the CLI (in a process of its own), and from skynet.optimize."""
+"""Plugins: an artifact kind, an engine and a scorer in a throwaway package, installed with entry
+points in the groups "skynet.artifacts", "skynet.engines" and "skynet.scorers", are found by name
+with no edit to Skynet: from skynet.toml through the CLI (in a process of its own), and from
+skynet.optimize."""
 
 from __future__ import annotations
 
@@ -17,9 +18,56 @@ from skynet import registry
 from skynet.cli import main
 
 PLUGIN = '''
-"""tiny_plugin: a throwaway Skynet plugin (one engine, one scorer)."""
+"""tiny_plugin: a throwaway Skynet plugin (one artifact kind, one engine, one scorer)."""
 from skynet.engine import EngineOutcome
+from skynet.errors import ConfigError
 from skynet.scorers.base import Reply, Verdict
+
+
+class TinyText:
+    """An artifact kind: instructions in a plain text file, sent as the system message, with
+    "Country: {country}" as the user message."""
+
+    kind = "tiny-text"
+    label = "instructions"
+    best_file = "best_instructions.txt"
+    uses_task_model = True
+    isolation = None
+    unsandboxed = False
+
+    def __init__(self, text):
+        self.components = {"instructions": text}
+
+    def fingerprint(self, settings, task_model):
+        return repr(["tiny-text", task_model, settings.max_tokens])
+
+    def task(self, models, settings):
+        def run(candidate, input):
+            messages = [
+                {"role": "system", "content": candidate["instructions"]},
+                {"role": "user", "content": f"Country: {input['country']}"},
+            ]
+            return models.complete("task", messages, max_tokens=settings.max_tokens).text
+
+        return run
+
+    def save(self, candidate, path):
+        path.write_text(candidate["instructions"] + "\\n")
+
+    def read_candidate(self, path, *, inputs, key, missing):
+        if not path.is_file():
+            raise ConfigError(f"{path}: {missing}")
+        return {"instructions": path.read_text().strip()}
+
+    def as_program(self, settings):
+        raise ConfigError("tiny-text runs under engine 'gepa' or 'tiny' only")
+
+
+def from_project(project_dir, config, dataset):
+    path = project_dir / config.artifact.path
+    if not path.is_file():
+        raise ConfigError(f"{path}: no instructions file; set [artifact] path")
+    return TinyText(path.read_text().strip())
 
 
 class TinyEngine:
@@ -76,6 +124,9 @@ class TinyContains:
 '''
 
 ENTRY_POINTS = """
+[skynet.artifacts]
+tiny-text = tiny_plugin:from_project
+
 [skynet.engines]
 tiny = tiny_plugin:TinyEngine
 broken = tiny_plugin_missing:Nothing
@@ -151,6 +202,34 @@ def test_a_plugin_is_found_from_python_and_listed_among_the_known(
         **tables,
     )
     assert result.best == BETTER and result.best_score == 1.0
+
+
+def test_a_plugin_artifact_kind_runs_optimizes_and_evaluates_with_no_edit_to_skynet(
+    installed, tmp_path, scripted_server, capsys
+):
+    scripted_server.responder = task_responder
+    project = make_project(tmp_path / "p", scripted_server.url)
+    (project / "prompt.md").unlink()
+    (project / "instructions.txt").write_text("Tell the user about the country.\n")
+    toml = (project / "skynet.toml").read_text()
+    (project / "skynet.toml").write_text(
+        toml + '\n[artifact]\nkind = "tiny-text"\npath = "instructions.txt"\n'
+    )
+    assert "tiny-text" in registry.names("artifact")
+    assert main(["-C", str(project), "check"]) == 0
+    assert "instructions ok: instructions" in capsys.readouterr().out
+    assert main(["-C", str(project), "run"]) == 0
+    out = capsys.readouterr().out
+    assert "+1.000" in out
+    (run_dir,) = [p for p in (project / ".skynet" / "runs").iterdir() if p.is_dir()]
+    best = run_dir / "best_instructions.txt"
+    assert best.read_text().strip() == BETTER  # saved by the plugin, in its own format
+    # The kind reads its own files back: `skynet eval --candidate FILE`.
+    assert main(["-C", str(project), "eval", "--candidate", str(best), "--split", "val"]) == 0
+    assert "1.000" in capsys.readouterr().out
+    assert main(["-C", str(project), "check", "--set", "artifact.kind=tiny-txt"]) == 2
+    line = capsys.readouterr().err.strip()
+    assert "no artifact kind has this name; known:" in line and '"tiny-text"' in line, line
 
 
 def test_unknown_and_broken_plugins_are_one_line(installed, tmp_path, scripted_server, capsys):

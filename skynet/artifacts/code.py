@@ -19,14 +19,42 @@ import json
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from skynet import sandbox
 from skynet.errors import CandidateFailed, CodeFailed, ConfigError, SandboxFailed, SkynetError
 from skynet.measure import active_meter
 from skynet.sandbox import Limits, ModelProxy
 
-__all__ = ["CodeArtifact", "CodeFailed", "SandboxFailed", "code_artifact", "load_code", "COMPONENT"]
+if TYPE_CHECKING:
+    from skynet.artifacts.base import TaskRunner
+    from skynet.artifacts.dspy_program import DspyArtifact
+    from skynet.config import Config
+    from skynet.data import Dataset
+
+__all__ = [
+    "CodeArtifact",
+    "CodeFailed",
+    "SandboxFailed",
+    "code_artifact",
+    "code_limits",
+    "from_project",
+    "load_code",
+    "COMPONENT",
+]
+
+# [artifact] keys of the sandbox beyond timeout_s and memory_mb (each changes what a code
+# candidate's run can do, so each is part of its fingerprint when set).
+SANDBOX_KEYS = (
+    "sandbox",
+    "cpu_s",
+    "max_processes",
+    "max_file_mb",
+    "tmpfs_mb",
+    "max_output_bytes",
+    "stderr_tail_bytes",
+    "max_model_calls",
+)
 
 COMPONENT = "code"
 _STDERR_SHOWN = 1500  # of the tail Skynet keeps, what the error message quotes
@@ -97,6 +125,11 @@ class CodeArtifact:
             (the project folder, home).
         max_tokens, temperature: defaults for the candidate's model calls.
     """
+
+    kind: ClassVar[str] = "code"
+    label: ClassVar[str] = "code"
+    best_file: ClassVar[str] = "best_code.py"
+    uses_task_model: ClassVar[bool] = False  # each run is a sandboxed process; its calls its own
 
     source: str
     path: Path | None = None
@@ -180,6 +213,42 @@ class CodeArtifact:
 
     def render(self, candidate: dict[str, str]) -> str:
         return candidate[COMPONENT]
+
+    @property
+    def isolation(self) -> str | None:
+        return sandbox.describe(self.sandbox)
+
+    @property
+    def unsandboxed(self) -> bool:
+        return self.sandbox == "none"
+
+    def fingerprint(self, settings: Any, task_model: str | None) -> str:
+        # Limits added since runs were first recorded count only when set, so the candidate ids
+        # of earlier runs (and their replay on resume) stay as they were.
+        extra = {
+            name: getattr(settings, name)
+            for name in SANDBOX_KEYS
+            if name in settings.model_fields_set
+        }
+        return json.dumps(
+            ["code", settings.timeout_s, settings.memory_mb, *([extra] if extra else [])]
+        )
+
+    def task(self, models: Any, settings: Any) -> TaskRunner:
+        return self.run
+
+    def save(self, candidate: dict[str, str], path: Path) -> None:
+        path.write_text(self.render(candidate), encoding="utf-8")
+
+    def read_candidate(
+        self, path: Path, *, inputs: list[str], key: str, missing: str
+    ) -> dict[str, str]:
+        from skynet.textfile import read_text
+
+        return {COMPONENT: read_text(path, what="candidate", key=key, missing=missing)}
+
+    def as_program(self, settings: Any) -> DspyArtifact:
+        raise ConfigError("engine 'dspy-gepa' optimizes DSPy programs and prompts, not code")
 
 
 def _why(code: int | None, limits: Limits, oom: bool) -> str:
@@ -298,4 +367,38 @@ def code_artifact(
         hidden=hidden,
         max_tokens=max_tokens,
         temperature=temperature,
+    )
+
+
+def code_limits(art: Any) -> Limits:
+    """The sandbox limits a project's [artifact] section sets for code candidates."""
+    return Limits(
+        wall_s=art.timeout_s,
+        cpu_s=art.cpu_s,
+        memory_mb=art.memory_mb,
+        max_processes=art.max_processes,
+        max_file_mb=art.max_file_mb,
+        tmpfs_mb=art.tmpfs_mb,
+        max_output_bytes=art.max_output_bytes,
+        stderr_tail_bytes=art.stderr_tail_bytes,
+        max_model_calls=art.max_model_calls,
+    )
+
+
+def from_project(project_dir: Path, config: Config, dataset: Dataset) -> CodeArtifact:
+    """[artifact] kind = "code": the project's code.py, with the sandbox the section sets. The
+    project folder, home and the working folder stay hidden from candidates.
+
+    Raises:
+        ConfigError: code.py is missing, does not parse, or defines no run().
+        SandboxUnavailable: sandbox = "bwrap" and bubblewrap cannot run here.
+    """
+    art = config.artifact
+    return load_code(
+        project_dir / art.path,
+        limits=code_limits(art),
+        sandbox_mode=art.sandbox,
+        hidden=(project_dir, Path.home(), Path.cwd()),
+        max_tokens=art.max_tokens,
+        temperature=art.temperature,
     )

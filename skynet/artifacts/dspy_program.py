@@ -13,16 +13,22 @@ from __future__ import annotations
 import copy
 import hashlib
 import importlib.util
+import json
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from skynet.errors import ConfigError, ProgramFailed
 from skynet.textfile import read_bytes
 
-__all__ = ["DspyArtifact", "load_program"]
+if TYPE_CHECKING:
+    from skynet.artifacts.base import TaskRunner
+    from skynet.config import Config
+    from skynet.data import Dataset
+
+__all__ = ["DspyArtifact", "from_project", "load_program"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +36,11 @@ class DspyArtifact:
     """A DSPy program. `names` maps a predictor's name to the candidate's component name (a
     prompt run as a program keeps its own section name); `prepare` turns an item's input into
     the program's keyword arguments (identity when None)."""
+
+    kind: ClassVar[str] = "dspy"
+    label: ClassVar[str] = "program"
+    best_file: ClassVar[str] = "best_program.json"
+    uses_task_model: ClassVar[bool] = True
 
     program: Any
     path: Path | None
@@ -89,7 +100,42 @@ class DspyArtifact:
         return fields
 
     def save(self, candidate: dict[str, str], path: Path) -> None:
+        """DSPy's own format: loads back with dspy alone, `build().load(path)`."""
         self.with_candidate(candidate).save(str(path))
+
+    @property
+    def isolation(self) -> str | None:
+        return None  # the program is the user's own code, imported like metric.py
+
+    @property
+    def unsandboxed(self) -> bool:
+        return False
+
+    def fingerprint(self, settings: Any, task_model: str | None) -> str:
+        return json.dumps(["dspy", task_model, settings.max_tokens, settings.temperature])
+
+    def task(self, models: Any, settings: Any) -> TaskRunner:
+        return lambda candidate, input: self.run(candidate, input, models)
+
+    def render(self, candidate: dict[str, str]) -> str:
+        return json.dumps(candidate, indent=2, ensure_ascii=False)
+
+    def read_candidate(
+        self, path: Path, *, inputs: list[str], key: str, missing: str
+    ) -> dict[str, str]:
+        """A program saved with DSPy's `save` (e.g. a run's best_program.json)."""
+        read_bytes(path, what="candidate", key=key, missing=missing)
+        program = self.with_candidate({})
+        try:
+            program.load(str(path))
+        except Exception as exc:
+            raise ConfigError(
+                f"{path}: not a program saved by DSPy for this program ({exc})"
+            ) from exc
+        return self.candidate_of(program)
+
+    def as_program(self, settings: Any) -> DspyArtifact:
+        return self
 
 
 def load_program(path: Path, *, max_tokens: int = 256, temperature: float = 0.0) -> DspyArtifact:
@@ -154,4 +200,12 @@ def prompt_as_program(prompt: Any, *, max_tokens: int, temperature: float) -> Ds
         temperature=temperature,
         names={"self": section},
         prepare=lambda input: {"request": template.format_map(input)},
+    )
+
+
+def from_project(project_dir: Path, config: Config, dataset: Dataset) -> DspyArtifact:
+    """[artifact] kind = "dspy": the project's program.py."""
+    art = config.artifact
+    return load_program(
+        project_dir / art.path, max_tokens=art.max_tokens, temperature=art.temperature
     )

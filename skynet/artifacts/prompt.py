@@ -16,17 +16,25 @@ columns as `name: {name}` lines.
 
 from __future__ import annotations
 
+import json
 import re
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from skynet.errors import ConfigError
 from skynet.textfile import read_text
 
-__all__ = ["PromptArtifact", "load_prompt", "render_prompt"]
+if TYPE_CHECKING:
+    from skynet.artifacts.base import TaskRunner
+    from skynet.artifacts.dspy_program import DspyArtifact
+    from skynet.config import Config
+    from skynet.data import Dataset
+    from skynet.models import Models
+
+__all__ = ["PromptArtifact", "from_project", "load_prompt", "render_prompt"]
 
 _MARKER = re.compile(r"^===\s*([A-Za-z_][A-Za-z0-9_\-]*)\s*===\s*$")
 USER = "user"
@@ -42,9 +50,95 @@ class PromptArtifact:
         path: where it was read from.
     """
 
+    kind: ClassVar[str] = "prompt"
+    label: ClassVar[str] = "prompt"
+    best_file: ClassVar[str] = "best_prompt.md"
+    uses_task_model: ClassVar[bool] = True
+
     components: dict[str, str]
     user_template: str
     path: Path | None = None
+
+    @property
+    def isolation(self) -> str | None:
+        return None  # a prompt runs no code of its own
+
+    @property
+    def unsandboxed(self) -> bool:
+        return False
+
+    def fingerprint(self, settings: Any, task_model: str | None) -> str:
+        return json.dumps(
+            [
+                task_model,
+                settings.max_tokens,
+                settings.temperature,
+                self.user_template,
+                settings.tools,
+            ]
+        )
+
+    def task(self, models: Models, settings: Any) -> TaskRunner:
+        """One chat completion by the task model per item; with `tools = "row"`, the item's
+        tools are sent and the reply's tool calls returned unparsed (the scorer judges them)."""
+        from skynet.evaluation import current_draw
+
+        def run_prompt(candidate: dict[str, str], input: dict[str, Any]) -> str:
+            reply = models.complete(
+                "task",
+                self.messages(candidate, input),
+                max_tokens=settings.max_tokens,
+                temperature=settings.temperature,
+                draw=current_draw(),  # repeat = N: each run of the item its own reply
+            )
+            return reply.text
+
+        if settings.tools != "row":
+            return run_prompt
+        tool_choice: str | dict[str, Any] = (
+            settings.tool_choice
+            if settings.tool_choice in ("auto", "none", "required")
+            else {"type": "function", "function": {"name": settings.tool_choice}}
+        )
+
+        def run_with_tools(candidate: dict[str, str], input: dict[str, Any]) -> dict[str, Any]:
+            from skynet.scorers.xlam import tool_schemas
+
+            reply = models.complete(
+                "task",
+                self.messages(candidate, input),
+                max_tokens=settings.max_tokens,
+                temperature=settings.temperature,
+                tools=tool_schemas(input),
+                # Without it llama.cpp's chatml-function-calling server calls no tool at all.
+                tool_choice=tool_choice,
+                draw=current_draw(),
+            )
+            return {
+                "text": reply.text,
+                "calls": [dict(call) for call in reply.tool_calls],
+                "truncated": reply.finish_reason == "length",
+            }
+
+        return run_with_tools
+
+    def render(self, candidate: dict[str, str]) -> str:
+        return render_prompt(self, candidate)
+
+    def save(self, candidate: dict[str, str], path: Path) -> None:
+        path.write_text(self.render(candidate), encoding="utf-8")
+
+    def read_candidate(
+        self, path: Path, *, inputs: list[str], key: str, missing: str
+    ) -> dict[str, str]:
+        return load_prompt(path, inputs, key=key).components
+
+    def as_program(self, settings: Any) -> DspyArtifact:
+        from skynet.artifacts.dspy_program import prompt_as_program
+
+        return prompt_as_program(
+            self, max_tokens=settings.max_tokens, temperature=settings.temperature
+        )
 
     def messages(self, candidate: dict[str, str], input: dict[str, Any]) -> list[dict[str, str]]:
         """The chat messages for one item under `candidate` (a dict with the same components)."""
@@ -154,3 +248,27 @@ def render_prompt(artifact: PromptArtifact, candidate: dict[str, str]) -> str:
     parts = [f"=== {name} ===\n{candidate.get(name, '').strip()}\n" for name in artifact.components]
     parts.append(f"=== {USER} ===\n{artifact.user_template}\n")
     return "".join(parts)
+
+
+def from_project(project_dir: Path, config: Config, dataset: Dataset) -> PromptArtifact:
+    """[artifact] kind = "prompt": the project's prompt.md, its placeholders checked against
+    the input columns; with `tools = "row"`, every row's tools converted now, so type words
+    outside the grammar refuse the dataset before anything is spent.
+
+    Raises:
+        ConfigError: a bad prompt file, or `tools = "row"` without a "tools" input column.
+    """
+    art = config.artifact
+    artifact = load_prompt(project_dir / art.path, config.data.inputs)
+    if art.tools == "row":
+        if "tools" not in config.data.inputs:
+            raise ConfigError(
+                f"{project_dir / 'skynet.toml'}: [artifact] tools = 'row' sends each item's "
+                "'tools' column, but data.inputs does not list 'tools'; add it"
+            )
+        from skynet.scorers.xlam import tool_schemas
+
+        for split in (dataset.train, dataset.val, dataset.test):
+            for item in split:
+                tool_schemas(item.input, row_name=item.id)
+    return artifact

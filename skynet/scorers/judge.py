@@ -39,7 +39,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from skynet.data import Item, read_jsonl
-from skynet.errors import ConfigError, DatasetError, JudgeUnvalidated, MetricError, ModelError
+from skynet.errors import (
+    ConfigError,
+    DatasetError,
+    JudgeFailed,
+    JudgeUnvalidated,
+    ModelError,
+)
 from skynet.models.governor import Governor
 from skynet.models.ledger import CallRecord, Ledger
 from skynet.scorers.base import Reply, Verdict
@@ -85,7 +91,7 @@ DEFAULT_GRADES = ("pass", "fail")
 RIGHT = "right"
 WRONG = "wrong"
 JUDGE_UNRESOLVED = "judge_unresolved"
-JUDGE_FAILED = "judge_failed"
+JUDGE_FAILED = JudgeFailed.outcome  # "judge_failed"
 # Every outcome a judged output can have; judge_failed is an error, the rest are verdicts.
 OUTCOMES = (RIGHT, WRONG, JUDGE_UNRESOLVED, JUDGE_FAILED, NO_ANSWER, FAILED)
 
@@ -300,12 +306,6 @@ class JudgeDecision:
     outcome: str
     detail: str
     grades: tuple[str | None, ...] = ()
-
-
-class JudgeFailed(MetricError):
-    """A judge call failed after retries: the item is an error (outcome judge_failed), not wrong."""
-
-    outcome = JUDGE_FAILED
 
 
 class _Judge:
