@@ -6,7 +6,8 @@ Each choice comes with its reason; the run prints them and stores them in the ru
 - Budget (only when max_metric_calls is not set in skynet.toml or on the command line): the seed
   on the val split, then N proposals, each a minibatch for parent and child, with a third of them
   accepted and scored on the whole val split: val + N x 2 x minibatch + N / 3 x val, where N is
-  6 (light), 15 (medium) or 40 (heavy).
+  6 (light), 15 (medium) or 40 (heavy). The formula is skynet.engine.gepa_metric_calls; the dry
+  run inverts it (gepa_proposals) to say how many proposals a budget pays for.
 - Frontier: "hybrid" (per val item and per named score) when the metric returns named scores,
   else "instance" (per val item).
 - Early stop: when the best val score has not improved for 3 (light), 5 (medium) or 8 (heavy)
@@ -30,6 +31,8 @@ Each choice comes with its reason; the run prints them and stores them in the ru
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from skynet.engine import ACCEPTED_ONE_IN, gepa_metric_calls
 
 __all__ = ["AutoPlan", "plan", "PROPOSALS", "PATIENCE"]
 
@@ -69,10 +72,11 @@ def plan(
     proposals = PROPOSALS[level]
     minibatch = min(minibatch_size, train)
     if budget_set_by_user is None:
-        budget: int | None = val + proposals * 2 * minibatch + (proposals * val) // 3
+        budget: int | None = gepa_metric_calls(proposals, val=val, minibatch=minibatch)
         reasons.append(
             f"budget {budget} metric calls: {level} = {proposals} proposals "
-            f"({val} val + {proposals} x 2 x {minibatch} minibatch + a third accepted x {val} val)"
+            f"({val} val + {proposals} x 2 x {minibatch} minibatch + one in {ACCEPTED_ONE_IN} "
+            f"accepted x {val} val)"
         )
     else:
         budget = None

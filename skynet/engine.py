@@ -12,9 +12,40 @@ from skynet.errors import ConfigError
 from skynet.evaluation import Result
 from skynet.side_info import DEFAULT_MAX_SIDE_INFO_CHARS
 
-__all__ = ["EngineSettings", "EngineContext", "EngineOutcome", "Engine", "get_engine"]
+__all__ = [
+    "EngineSettings",
+    "EngineContext",
+    "EngineOutcome",
+    "Engine",
+    "get_engine",
+    "ACCEPTED_ONE_IN",
+    "gepa_metric_calls",
+    "gepa_proposals",
+]
 
 Candidate = dict[str, str]
+
+# GEPA's budget, shared by Auto (which sizes a budget from a number of proposals) and the dry run
+# (which says how many proposals a budget pays for): the seed on the val split, then per proposal
+# its parent and child on a minibatch, and the accepted children on the whole val split, taken as
+# one proposal in ACCEPTED_ONE_IN.
+ACCEPTED_ONE_IN = 3
+
+
+def gepa_metric_calls(proposals: int, *, val: int, minibatch: int) -> int:
+    """The metric calls a GEPA run of `proposals` proposals spends (val and minibatch in items)."""
+    return val + proposals * 2 * minibatch + (proposals * val) // ACCEPTED_ONE_IN
+
+
+def gepa_proposals(metric_calls: int, *, val: int, minibatch: int) -> int:
+    """How many proposals `metric_calls` pays for: the inverse of gepa_metric_calls, and at
+    least one once the seed's val evaluation is paid for (GEPA then proposes once)."""
+    if metric_calls <= val:
+        return 0
+    n = int((metric_calls - val) / (2 * minibatch + val / ACCEPTED_ONE_IN))
+    while gepa_metric_calls(n + 1, val=val, minibatch=minibatch) <= metric_calls:
+        n += 1  # the integer division in gepa_metric_calls can leave room for one more
+    return max(1, n)
 
 
 @dataclass(frozen=True, kw_only=True)

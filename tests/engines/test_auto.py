@@ -124,3 +124,27 @@ def test_auto_choices_are_printed_and_recorded(tmp_path, scripted_server, capsys
         notes, budget = db.execute("SELECT notes, budget FROM runs").fetchone()
     assert "frontier instance" in notes and "early stop after 3 proposals" in notes
     assert '"max_metric_calls": 60' in budget
+
+
+@pytest.mark.parametrize(("val", "minibatch"), [(16, 3), (8, 1), (1, 1), (50, 5), (7, 4)])
+def test_the_dry_run_inverts_auto_s_budget_formula(val, minibatch):
+    # Auto sizes a budget from a number of proposals; the dry run says how many proposals a
+    # budget pays for. One formula (skynet.engine) serves both, so they cannot disagree.
+    from skynet.engine import gepa_metric_calls, gepa_proposals
+
+    for level, n in PROPOSALS.items():
+        got = plan(
+            kind="prompt",
+            level=level,
+            train=40,
+            val=val,
+            minibatch_size=minibatch,
+            named_scores=False,
+            budget_set_by_user=None,
+        )
+        assert got.max_metric_calls == gepa_metric_calls(n, val=val, minibatch=minibatch)
+        assert gepa_proposals(got.max_metric_calls, val=val, minibatch=minibatch) == n
+        # one call short of the next proposal still pays for n, not n + 1
+        short = gepa_metric_calls(n + 1, val=val, minibatch=minibatch) - 1
+        assert gepa_proposals(short, val=val, minibatch=minibatch) == n
+    assert gepa_proposals(val, val=val, minibatch=minibatch) == 0  # the seed's val only
