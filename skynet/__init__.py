@@ -3,7 +3,7 @@
 The public surface is what __all__ lists; everything else may change.
 """
 
-from skynet.api import Code, EvalResult, RunResult, evaluate, optimize, resume
+from skynet.api import Code, EvalResult, RunResult, evaluate, optimize, rescore, resume
 from skynet.contract import (
     CheckFailure,
     CheckReport,
@@ -41,6 +41,7 @@ __all__ = [
     "RunResult",
     "evaluate",
     "optimize",
+    "rescore",
     "resume",
     "BudgetExhausted",
     "CandidateFailed",

@@ -28,12 +28,15 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from skynet.contract import Metric
 from skynet.errors import ConfigError, ContractError
 
-__all__ = ["Code", "EvalResult", "RunResult", "evaluate", "optimize", "resume"]
+if TYPE_CHECKING:
+    from skynet.runner import RescoreOutcome
+
+__all__ = ["Code", "EvalResult", "RunResult", "evaluate", "optimize", "rescore", "resume"]
 
 _CALL = "skynet.optimize()"
 
@@ -345,6 +348,65 @@ def evaluate(
     )
 
 
+def rescore(
+    run_id: str,
+    *,
+    metric: Any,
+    data: Any,
+    store: str | os.PathLike[str] = ".skynet",
+) -> RescoreOutcome:
+    """Score run `run_id`'s saved outputs again with `metric` (what `skynet rescore` does for a
+    project folder): no task-model call, the new scores recorded under the new metric's hash,
+    so `result.report()`, `skynet show` and the HTML report count them.
+
+    Args:
+        run_id: a run recorded in `store`.
+        metric: the new metric (a function, a DSPy metric, or a scorer's name, as `optimize`).
+        data: the rows the run was made on (train, val and test together, in any form
+            `optimize` takes); items are matched by id, and outputs of items not given are
+            counted as gone.
+        store: the folder holding the run's runs.db.
+
+    Returns:
+        The RescoreOutcome: how many outputs were rescored, errored, kept, or gone.
+
+    Raises:
+        ConfigError: the run is unknown, or the store busy; ContractError: a bad metric.
+    """
+    from skynet import runner
+    from skynet.config import config_from_tables
+    from skynet.data import dataset_from_rows, rows_from
+    from skynet.runs import RunStore
+    from skynet.runs.lock import one_writer
+
+    store_dir = Path(store).expanduser().absolute()
+    path = store_dir / "runs.db"
+    if not path.exists():
+        raise ConfigError(f"{store_dir}: no runs recorded here; give store= the run's folder")
+    with RunStore(path) as runs:
+        recorded = runs.get_run(run_id).config.get("data") or {}
+    inputs, outputs = list(recorded.get("inputs") or []), list(recorded.get("outputs") or [])
+    id_column = recorded.get("id_column")
+    raw: dict[str, Any] = {"data": {"inputs": inputs, "outputs": outputs, "id_column": id_column}}
+    metric_table = _metric_table(metric)
+    if metric_table is not None:
+        raw["metric"] = metric_table
+    config = config_from_tables(raw, Path.cwd(), source=_RESCORE, rows_given=True)
+    dataset = dataset_from_rows(
+        {"test": rows_from(data, "data")},
+        inputs=inputs,
+        outputs=outputs,
+        id_column=id_column,
+        required=(),
+    )
+    the_metric = _metric(metric, config, outputs)  # its signature checked, as `skynet rescore` does
+    with one_writer(store_dir, command="rescore", run_id=run_id), RunStore(path) as runs:
+        return runner.rescore_run(runs, run_id, the_metric, dataset.test)
+
+
+_RESCORE = "skynet.rescore()"
+
+
 # -- building the project --------------------------------------------------------------------
 
 
@@ -444,6 +506,7 @@ def _project(
         metric=the_metric,
         artifact=artifact,
         store=store_dir,
+        made_in="skynet.evaluate()" if evaluate_only else _CALL,
     )
     return project, kind
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 import traceback
@@ -117,7 +118,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from skynet.runner import open_project, run
+    from skynet.runner import run
     from skynet.runs.report import render_text, summarize
 
     overrides = _overrides(args)
@@ -127,7 +128,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         recorded = store.get_run(args.resume).budget
         for key, value in recorded.items():
             overrides.setdefault(f"budget.{key}", value)
-    project = open_project(_project_dir(args), overrides)
+    project = _open_project(args, "run", overrides)
     if args.dry_run:
         return _print_dry_run(project)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C
@@ -211,6 +212,57 @@ def _orphaned(run_id: str, *, more: int = 0) -> str:
         f"unfinished: run {run_id}{others} is marked running, but no process writes it (it was "
         f"killed, or its process exited); `skynet run --resume {run_id}` goes on from what was "
         "recorded"
+    )
+
+
+# What a run made from Python is rescored, evaluated or resumed with: its metric and rows are in
+# the caller's code, not in a project folder.
+_FROM_PYTHON = {
+    "rescore": 'skynet.rescore("{run}", metric=score, data=rows, store="{store}")',
+    "eval": 'skynet.evaluate(result.best, metric=score, data=rows, store="{store}")',
+    "run": 'skynet.resume("{run}", seed, metric=score, train=..., val=..., store="{store}")',
+}
+_RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{4}")
+
+
+def _open_project(
+    args: argparse.Namespace, command: str, overrides: dict[str, Any] | None = None
+) -> Any:
+    """The project of `args`, as runner.open_project loads it; where the folder has no
+    skynet.toml, one line that says what the user most likely meant (a run id given as the
+    folder, or a run made from Python, which the CLI cannot rerun without its code)."""
+    from skynet.config import CONFIG_FILE
+    from skynet.runner import open_project
+
+    folder = _project_dir(args)
+    if not (folder / CONFIG_FILE).is_file():
+        _say_why_no_project(args, folder, command)
+    return open_project(folder, _overrides(args) if overrides is None else overrides)
+
+
+def _say_why_no_project(args: argparse.Namespace, folder: Path, command: str) -> None:
+    from skynet.runs import RunStore
+
+    named = getattr(args, "dir", None)
+    if named and not folder.exists() and _RUN_ID.fullmatch(Path(named).name):
+        flag = "--resume" if command == "run" else "--run"
+        raise ConfigError(
+            f"{folder}: no such folder; `skynet {command}` takes the project folder, and a "
+            f"run is named with {flag}: skynet {command} {flag} {Path(named).name}"
+        )
+    path = _runs_db(args)
+    if path is None or (command == "run" and not getattr(args, "resume", None)):
+        return
+    with RunStore(path) as store:
+        wanted = getattr(args, "resume", None) or getattr(args, "run", None)
+        row = store.get_run(wanted) if wanted else store.latest_run()
+    made_in = (row.notes or {}).get("made_in") if row is not None else None
+    if row is None or not made_in:
+        return
+    call = _FROM_PYTHON[command].format(run=row.id, store=path.parent)
+    raise ConfigError(
+        f"{folder}: no skynet.toml here: run {row.id} was made by {made_in}, whose metric and "
+        f"rows are in your Python code; from Python: {call}"
     )
 
 
@@ -350,11 +402,11 @@ def _candidate_from_file(project: Any, path: Path) -> dict[str, str]:
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:
-    from skynet.runner import open_project, rescore
+    from skynet.runner import rescore
     from skynet.runs.lock import one_writer
     from skynet.runs.report import render_text, summarize
 
-    project = open_project(_project_dir(args), _overrides(args))
+    project = _open_project(args, "rescore")
     store, run_id = _open_run(args)
     with one_writer(project.store_dir, command="rescore", run_id=run_id):
         done = rescore(project, run_id)
@@ -475,10 +527,10 @@ _ERROR_CHARS = 300
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from skynet.runner import evaluate_candidate, evaluation_run, open_project, unsandboxed_warning
+    from skynet.runner import evaluate_candidate, evaluation_run, unsandboxed_warning
     from skynet.runs.lock import one_writer
 
-    project = open_project(_project_dir(args), _overrides(args))
+    project = _open_project(args, "eval")
     warning = unsandboxed_warning(project)
     if warning:
         print(warning, file=sys.stderr)

@@ -13,7 +13,7 @@ import json
 import sys
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -89,6 +89,9 @@ class Project:
     # Where runs.db, the run folders and the writer's lock go: the project's .skynet, or the
     # store a Python caller named (skynet.optimize(store=...)). None: dir / ".skynet".
     store: Path | None = None
+    # What made the project: "" for a project folder, else the Python call ("skynet.optimize()"),
+    # recorded with its runs so the CLI can say where a run's metric and rows live.
+    made_in: str = ""
 
     @property
     def fingerprint(self) -> str:
@@ -602,7 +605,7 @@ def _run(
         writer.names(run_id)
         say(f"run {run_id}: {len(train)} train / {len(val)} val items · {why}")
     store.set_note(run_id, "engine_choice", why)
-    _note_sandbox(project, store, run_id)
+    _note_setup(project, store, run_id)
     warning = unsandboxed_warning(project)
     if warning:
         say(warning)
@@ -957,12 +960,15 @@ def evaluation_run(project: Project) -> str:
             budget={},
             versions=_versions(),
         )
-        _note_sandbox(project, store, run_id)
+        _note_setup(project, store, run_id)
         return run_id
 
 
-def _note_sandbox(project: Project, store: RunStore, run_id: str) -> None:
-    """Record how code candidates are isolated: part of what the run's figures mean."""
+def _note_setup(project: Project, store: RunStore, run_id: str) -> None:
+    """Record how code candidates are isolated: part of what the run's figures mean (and, for
+    a run made from Python, the call that made it)."""
+    if project.made_in:
+        store.set_note(run_id, "made_in", project.made_in)
     if project.artifact.isolation is not None:
         store.set_note(run_id, "sandbox", project.artifact.isolation)
 
@@ -1076,15 +1082,20 @@ def rescore(project: Project, run_id: str) -> RescoreOutcome:
     Raises:
         ConfigError: unknown run.
     """
-    store = project.open_store()
+    data = project.dataset
+    with project.open_store() as store:
+        return rescore_run(store, run_id, project.metric, [*data.train, *data.val, *data.test])
+
+
+def rescore_run(
+    store: RunStore, run_id: str, metric: Metric, items: Sequence[Item]
+) -> RescoreOutcome:
+    """`rescore` from its parts: the store, the run, the metric and the items (by id) the run
+    was made on; what skynet.rescore calls for a run made from Python."""
     store.get_run(run_id)
-    current = project.metric.source_hash
-    scorer = Evaluation(project.metric, _no_task)
-    items = {
-        item.id: item
-        for split in (project.dataset.train, project.dataset.val, project.dataset.test)
-        for item in split
-    }
+    current = metric.source_hash
+    scorer = Evaluation(metric, _no_task)
+    by_id = {item.id: item for item in items}
     rows = store.evaluations(run_id)
     done = {(r.candidate_id, r.item_id) for r in rows if r.metric_hash == current}
     counts = dict(rescored=0, metric_errors=0, task_errors_kept=0, not_rescorable=0, items_gone=0)
@@ -1093,7 +1104,7 @@ def rescore(project: Project, run_id: str) -> RescoreOutcome:
         if key in done:
             continue
         done.add(key)
-        item = items.get(row.item_id)
+        item = by_id.get(row.item_id)
         if item is None:
             counts["items_gone"] += 1
             continue

@@ -255,6 +255,51 @@ def test_resume_goes_on_from_what_was_recorded(tmp_path, scripted_server, monkey
     assert scripted_server.request_count > paid
 
 
+def test_a_python_made_run_is_rescored_from_python_and_the_cli_says_how(
+    tmp_path, scripted_server, monkeypatch, capsys
+):
+    scripted_server.responder = task_responder
+    monkeypatch.chdir(tmp_path)
+    result = skynet.optimize(
+        SEED,
+        metric=score,
+        train=TRAIN,
+        val=VAL,
+        user="Country: {country}",
+        **_tables(scripted_server.url),
+    )
+    paid = scripted_server.request_count
+
+    def strict(input, output, expected=None):  # a new metric: the capital, and brevity
+        named = expected["capital"].lower() in output.lower()
+        short = len(output) <= 20
+        fb = "right" if named and short else f"answer with just {expected['capital']}"
+        return float(named and short), {"feedback": fb}
+
+    done = skynet.rescore(result.run_id, metric=strict, data=TRAIN + VAL)
+    assert isinstance(done, skynet.runner.RescoreOutcome)
+    assert done.rescored == len(_evaluations(result.store / "runs.db")) - done.rescored
+    assert (done.items_gone, done.metric_errors) == (0, 0)
+    assert scripted_server.request_count == paid  # no task-model call
+    # The report now counts the new metric's scores ("Paris" is short, the seed's replies are not).
+    assert "+1.000" in result.report()
+    assert skynet.rescore(result.run_id, metric=strict, data=TRAIN + VAL).rescored == 0  # current
+
+    # The CLI cannot rerun a Python run without its code: each command says what to call instead.
+    capsys.readouterr()
+    for argv, says in [
+        (["rescore"], f'skynet.rescore("{result.run_id}", metric=score, data=rows'),
+        (["eval"], "skynet.evaluate(result.best, metric=score, data=rows"),
+        (["run", "--resume", result.run_id], f'skynet.resume("{result.run_id}", seed'),
+        (["rescore", result.run_id], f"skynet rescore --run {result.run_id}"),
+    ]:
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and says in err, err
+    assert main(["run"]) == 2  # no run to resume: the ordinary line
+    assert "no skynet.toml here; run `skynet init`" in capsys.readouterr().err
+
+
 def _runs(db) -> list[str]:
     with sqlite3.connect(db) as c:
         return [r for (r,) in c.execute("SELECT id FROM runs")]
