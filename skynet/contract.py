@@ -49,6 +49,7 @@ __all__ = [
     "validate_return",
     "CheckFailure",
     "CheckReport",
+    "SelfTestRules",
     "check_metric",
 ]
 
@@ -56,6 +57,7 @@ RETURN_VALUE = "Metric return value"
 ANSWER_KEY = "answer key"
 NULL_CONTROL = "null control"
 METRIC_ERROR = "Metric error"
+UNDECLARED_REASON = "undeclared reason"
 SIGNATURE = "Metric signature"
 METRIC_FILE = "Metric file"
 # The key of a result's extra that holds what score() printed (cut to limits.feedback_chars).
@@ -319,6 +321,26 @@ def _empty_like(value: Any) -> Any:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class SelfTestRules:
+    """What the self-test holds a metric to beyond the answer key and null control it holds
+    every metric to. A scorer seen as a metric (skynet.scorers.metric_of) sets them.
+
+    Attributes:
+        subject: what the report calls what it tested ("metric", "scorer 'xlam-tool-call'").
+        key_scores: the score the answer key must reach (a scorer's own answer is correct: 1.0);
+            None: at least as high as every other output tried.
+        reasons: the reasons a result may give (its "reason" key); None: any.
+        raised_as: the check an exception from key() or score() is reported under (a scorer's:
+            "scorer error"); None: "answer key" for key(), "Metric error" for score().
+    """
+
+    subject: str = "metric"
+    key_scores: float | None = None
+    reasons: frozenset[str] | None = None
+    raised_as: str | None = None
+
+
 class Metric:
     """A loaded metric: call it as metric(input, output, expected) to get a MetricResult.
 
@@ -327,9 +349,12 @@ class Metric:
         arity: 3 when called score(input, output, expected), 2 when score(input, output).
         reward_spec: the module's REWARD_SPEC, validated, or None.
         key_fn: the module's key(expected), or None.
+        item_key: the answer key made from the whole Item (a scorer's key(item)); it wins over
+            key_fn.
         path: the metric file, or None for a metric built from a function.
         source_hash: sha256 of the metric's source, recorded with every result.
         limits: the limits each call is held to.
+        rules: what its self-test holds it to besides the answer key and null control.
     """
 
     def __init__(
@@ -338,16 +363,20 @@ class Metric:
         *,
         name: str = "metric",
         key_fn: Callable[[Any], Any] | None = None,
+        item_key: Callable[[Item], Any] | None = None,
         reward_spec: RewardSpec | None = None,
         path: Path | None = None,
         source_hash: str | None = None,
         limits: Limits | None = None,
+        rules: SelfTestRules | None = None,
     ) -> None:
         self.name = name
+        self.rules = rules or SelfTestRules()
         self.where = str(path) if path is not None else name
         self.fn = fn
         self.arity = _arity(fn, self.where)
         self.key_fn = key_fn
+        self.item_key = item_key
         self.reward_spec = reward_spec
         self.path = path
         self.limits = limits or Limits()
@@ -460,9 +489,12 @@ class Metric:
         Raises:
             ContractError: check "answer key", when there is no way to make the key.
         """
-        if self.key_fn is not None:
+        key_fn, item_key = self.key_fn, self.item_key
+        if item_key is None and key_fn is not None:
+            item_key = lambda it: key_fn(it.expected)  # noqa: E731
+        if item_key is not None:
             try:
-                return self.key_fn(item.expected)
+                return item_key(item)
             except SystemExit as exc:
                 raise MetricExited(
                     f"{self.where}: key() {_exit_call(exc)} for item '{item.id}'"
@@ -623,6 +655,7 @@ class CheckReport:
     items_checked: int
     failures: tuple[CheckFailure, ...] = ()
     null_control_skipped: tuple[str, ...] = ()
+    subject: str = "metric"  # "metric", or the scorer tested: "scorer 'xlam-tool-call'"
 
     @property
     def ok(self) -> bool:
@@ -636,7 +669,7 @@ class CheckReport:
                 if self.null_control_skipped
                 else ""
             )
-            return f"metric self-test passed on {self.items_checked} item(s){skipped}"
+            return f"{self.subject} self-test passed on {self.items_checked} item(s){skipped}"
         # The same fault on many items is one fault: show it once, then the other items' ids.
         groups: dict[tuple[str, str], list[CheckFailure]] = {}
         for f in self.failures:
@@ -644,7 +677,9 @@ class CheckReport:
             shape = re.sub(r"-?\d+(\.\d+)?(e-?\d+)?", "#", shape)
             groups.setdefault((f.check, shape), []).append(f)
         items = len({f.item_id for f in self.failures})
-        lines = [f"metric self-test failed: {len(self.failures)} check(s) on {items} item(s)"]
+        lines = [
+            f"{self.subject} self-test failed: {len(self.failures)} check(s) on {items} item(s)"
+        ]
         for (check, _), group in groups.items():
             lines.append(f"  - [{check}] {group[0].message}")
             if len(group) > 1:
@@ -663,44 +698,79 @@ _SELFTEST_OBSERVATION = Observation(
 
 
 def check_metric(metric: Metric, items: Iterable[Item], *, others: int = 3) -> CheckReport:
-    """Self-test a metric on the items a run will use, before anything is spent.
+    """Self-test a metric on the items a run will use, before anything is spent: the one
+    self-test of metric.py functions, Python metrics and scorers alike.
 
     Checks, per item:
       - "Metric return value": every call returns a valid pair;
       - "answer key": the answer key scores at least as high as every other output tried
-        (the empty output and up to `others` other items' answer keys);
+        (the empty output and up to `others` other items' answer keys), and at least
+        metric.rules.key_scores when that is set (a scorer's own answer is correct);
       - "null control": an empty output scores strictly lower than the answer key, unless the key
-        is itself empty (such items are left out of this check only).
+        is itself empty (such items are left out of this check only);
+      - "undeclared reason": with metric.rules.reasons set, every result's reason is declared.
+    An exception from key() or score() is an error of its own kind, not a wrong answer.
     """
     items = list(items)
+    rules = metric.rules
     failures: list[CheckFailure] = []
     skipped: list[str] = []
     keys: dict[str, Any] = {}
+    undeclared: set[tuple[str, Any]] = set()
     for item in items:
         try:
             keys[item.id] = metric.answer_key(item)
         except ContractError as exc:
-            failures.append(CheckFailure(exc.check, item.id, str(exc)))
+            failures.append(CheckFailure(rules.raised_as or exc.check, item.id, str(exc)))
 
-    def run(item: Item, output: Any) -> MetricResult | None:
+    def run(item: Item, output: Any, check: str) -> MetricResult | None:
         try:
-            return metric(item.input, output, item.expected, item_id=item.id)
+            result = metric(item.input, output, item.expected, item_id=item.id)
         except ContractError as exc:
             failures.append(CheckFailure(exc.check, item.id, str(exc)))
+            return None
         except MetricExited:
             raise  # it would end a run: said at once, in one line, not as one item's failure
         except MetricError as exc:
-            failures.append(CheckFailure(METRIC_ERROR, item.id, str(exc)))
-        return None
+            failures.append(CheckFailure(rules.raised_as or METRIC_ERROR, item.id, str(exc)))
+            return None
+        reason = result.extra.get("reason")
+        if rules.reasons is not None and reason not in rules.reasons:
+            if (item.id, reason) in undeclared:
+                return result  # said once per item and reason
+            undeclared.add((item.id, reason))
+            failures.append(
+                CheckFailure(
+                    UNDECLARED_REASON,
+                    item.id,
+                    f"{metric.where} gave reason {reason!r} on item '{item.id}' ({check} "
+                    f"check), which it does not declare (reasons: "
+                    f"{', '.join(sorted(rules.reasons)) or 'none'}); add it to reasons or give "
+                    "a declared one",
+                )
+            )
+        return result
 
     observed = current_observation()
     with scoring(observed or _SELFTEST_OBSERVATION, source=TESTING):
         ordered = [i for i in items if i.id in keys]
         for index, item in enumerate(ordered):
             key = keys[item.id]
-            on_key = run(item, key)
+            on_key = run(item, key, ANSWER_KEY)
             if on_key is None:
                 continue
+            if rules.key_scores is not None and on_key.score < rules.key_scores - 1e-9:
+                failures.append(
+                    CheckFailure(
+                        ANSWER_KEY,
+                        item.id,
+                        f"{ANSWER_KEY} check failed for item '{item.id}' ({metric.where}): the "
+                        f"item's own answer {_shown(key, 80)} scored {on_key.score:g} "
+                        f"({_shown(on_key.feedback, 120)}); the answer key must score "
+                        f"{rules.key_scores:g}",
+                    )
+                )
+                continue  # a wrong key: comparing other outputs with it says nothing
             tried: list[tuple[str, Any]] = []
             empty_key = _is_empty(key)
             if empty_key:
@@ -713,7 +783,7 @@ def check_metric(metric: Metric, items: Iterable[Item], *, others: int = 3) -> C
                 if keys[other.id] != key:
                     tried.append((f"item '{other.id}''s answer key", keys[other.id]))
             for label, output in tried:
-                got = run(item, output)
+                got = run(item, output, NULL_CONTROL if label == "the empty output" else ANSWER_KEY)
                 if got is None:
                     continue
                 if got.score > on_key.score:
@@ -739,5 +809,8 @@ def check_metric(metric: Metric, items: Iterable[Item], *, others: int = 3) -> C
                         )
                     )
     return CheckReport(
-        items_checked=len(items), failures=tuple(failures), null_control_skipped=tuple(skipped)
+        items_checked=len(items),
+        failures=tuple(failures),
+        null_control_skipped=tuple(skipped),
+        subject=rules.subject,
     )

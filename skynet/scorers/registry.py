@@ -8,16 +8,17 @@ Scorers a user registers in-process (`register`) are kept as the objects registe
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import json
 import reprlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
 
 from skynet import registry
-from skynet.contract import CheckFailure
+from skynet.contract import UNDECLARED_REASON as UNDECLARED_REASON
+from skynet.contract import CheckFailure, CheckReport, Metric, SelfTestRules, check_metric
 from skynet.data import Item
 from skynet.errors import ConfigError
 from skynet.scorers.base import EMPTY_REPLY, Call, GradedScorer, Reply, Scorer, Verdict
@@ -32,6 +33,7 @@ __all__ = [
     "SelftestFailure",
     "SelftestReport",
     "as_metric",
+    "metric_of",
     "get",
     "names",
     "register",
@@ -41,7 +43,6 @@ __all__ = [
 
 ANSWER_KEY = "answer key"
 NULL_CONTROL = "null control"
-UNDECLARED_REASON = "undeclared reason"
 SCORER_ERROR = "scorer error"
 
 _registered: dict[str, Scorer | GradedScorer] = {}
@@ -148,218 +149,29 @@ def _unregister(name: str) -> None:
 
 # -- self-test -----------------------------------------------------------------------------------
 
-
-# One failed check ("answer key", "null control", "undeclared reason" or "scorer error"): the
-# same record the metric self-test uses.
+# A scorer's self-test is the metric self-test (skynet.contract.check_metric) of the scorer seen
+# as a metric: one self-test for metric.py, Python metrics and scorers. The scorer's rules (its
+# key scores correct, its reasons are declared, its exceptions are "scorer error"s) ride on the
+# Metric that metric_of builds.
 SelftestFailure = CheckFailure
+SelftestReport = CheckReport
 
 
-@dataclass(frozen=True, slots=True)
-class SelftestReport:
-    """What the scorer self-test found. `ok` is True when nothing failed."""
-
-    scorer: str
-    items_checked: int
-    failures: tuple[SelftestFailure, ...] = ()
-    null_control_skipped: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return not self.failures
-
-    def summary(self) -> str:
-        if self.ok:
-            return (
-                f"scorer '{self.scorer}' self-test passed on {self.items_checked} item(s) "
-                f"({len(self.null_control_skipped)} with a no-call key left out of the null "
-                "control)"
-            )
-        lines = [f"scorer '{self.scorer}' self-test failed: {len(self.failures)} check(s)"]
-        lines += [f"  - [{f.check}] {f.message}" for f in self.failures]
-        return "\n".join(lines)
-
-
-def _is_null(reply: Reply) -> bool:
-    return not reply.text and not reply.calls
-
-
-def _scorer_raised(name: str, item: Item, exc: Exception, check: str) -> SelftestFailure:
-    return SelftestFailure(
-        SCORER_ERROR,
-        item.id,
-        f"scorer '{name}' raised {type(exc).__name__}: {exc} on item '{item.id}' "
-        f"({check} check); the item cannot be judged: fix the item or the scorer",
-    )
-
-
-def _key_raised(name: str, item: Item, exc: Exception) -> SelftestFailure:
-    return SelftestFailure(
-        SCORER_ERROR,
-        item.id,
-        f"scorer '{name}' key() raised {type(exc).__name__}: {exc} on item "
-        f"'{item.id}'; the item has no answer key: fix the item or the scorer",
-    )
-
-
-def selftest(scorer: Scorer | GradedScorer, items: Iterable[Item]) -> SelftestReport:
+def selftest(scorer: Scorer | GradedScorer, items: Iterable[Item]) -> CheckReport:
     """Hold a scorer to its contract on every item it will score.
 
     Checks, per item:
-      - "answer key": score(item, key(item)) is correct;
-      - "null control": a reply with no text and no calls is wrong, unless the item's key is itself
-        such a reply (those items are left out of this check only);
-      - "undeclared reason": a verdict gave a reason the scorer does not declare, on either check.
+      - "answer key": the item's own answer, key(item), scores correct (a graded scorer: 1.0),
+        and no other item's answer scores higher;
+      - "null control": a reply with no text and no calls (a graded scorer: the empty output)
+        scores lower, unless the item's key is itself empty (left out of this check only);
+      - "undeclared reason": a verdict gave a reason the scorer does not declare.
     An exception from key or score is not a wrong answer: it is reported as a "scorer error".
-    A GradedScorer is held to the same checks in grades: the key grades 1.0, the empty output
-    (None) strictly lower (see _selftest_graded).
     """
-    if isinstance(scorer, GradedScorer):
-        return _selftest_graded(scorer, items)
-    name = str(getattr(scorer, "name", type(scorer).__name__))
-    declared = set(scorer.reasons)
-    failures: list[SelftestFailure] = []
-    skipped: list[str] = []
-    checked = 0
-
-    def judge(item: Item, reply: Reply, check: str) -> Verdict | None:
-        try:
-            verdict = scorer.score(item, reply)
-        except Exception as exc:
-            failures.append(_scorer_raised(name, item, exc, check))
-            return None
-        if not isinstance(verdict, Verdict):
-            failures.append(
-                SelftestFailure(
-                    SCORER_ERROR,
-                    item.id,
-                    f"scorer '{name}' returned {_short.repr(verdict)} on item '{item.id}', not a "
-                    "Verdict; score() must return Verdict(correct, reason, detail)",
-                )
-            )
-            return None
-        if verdict.reason not in declared:
-            failures.append(
-                SelftestFailure(
-                    UNDECLARED_REASON,
-                    item.id,
-                    f"scorer '{name}' gave reason {verdict.reason!r} on item '{item.id}' "
-                    f"({check} check), which it does not declare (reasons: "
-                    f"{', '.join(sorted(declared)) or 'none'}); add it to reasons or give a "
-                    "declared one",
-                )
-            )
-        return verdict
-
-    for item in items:
-        checked += 1
-        try:
-            key = scorer.key(item)
-        except Exception as exc:
-            failures.append(_key_raised(name, item, exc))
-            continue
-        on_key = judge(item, key, ANSWER_KEY)
-        if on_key is not None and not on_key.correct:
-            failures.append(
-                SelftestFailure(
-                    ANSWER_KEY,
-                    item.id,
-                    f"{ANSWER_KEY} check failed for item '{item.id}': scorer '{name}' marked the "
-                    f"item's own answer {_short.repr(key)} wrong ({on_key.reason}: "
-                    f"{on_key.detail}); the answer key must score correct",
-                )
-            )
-        if _is_null(key):
-            skipped.append(item.id)
-            continue
-        on_null = judge(item, EMPTY_REPLY, NULL_CONTROL)
-        if on_null is not None and on_null.correct:
-            failures.append(
-                SelftestFailure(
-                    NULL_CONTROL,
-                    item.id,
-                    f"{NULL_CONTROL} check failed for item '{item.id}': scorer '{name}' marked a "
-                    "reply with no text and no calls correct; a scorer that marks everything "
-                    "correct cannot guide an optimizer",
-                )
-            )
-    return SelftestReport(
-        scorer=name,
-        items_checked=checked,
-        failures=tuple(failures),
-        null_control_skipped=tuple(skipped),
-    )
+    return check_metric(metric_of(scorer), items)
 
 
 # -- a scorer as a metric ------------------------------------------------------------------------
-
-
-def _is_empty_output(value: Any) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, str):
-        return not value.strip()
-    return isinstance(value, (Mapping, list, tuple)) and len(value) == 0
-
-
-def _selftest_graded(scorer: GradedScorer, items: Iterable[Item]) -> SelftestReport:
-    """The self-test of a graded scorer, per item:
-
-      - "answer key": key(item), graded, scores 1.0;
-      - "null control": the empty output (None) grades strictly lower than the key, unless the
-        key is itself empty (those items are left out of this check only).
-    An exception from key or metric_result is a "scorer error", not a low grade.
-    """
-    name = scorer.name
-    failures: list[SelftestFailure] = []
-    skipped: list[str] = []
-    checked = 0
-
-    def grade(item: Item, output: Any, check: str) -> float | None:
-        try:
-            value, _ = scorer.metric_result(item, output)
-            return float(value)
-        except Exception as exc:
-            failures.append(_scorer_raised(name, item, exc, check))
-            return None
-
-    for item in items:
-        checked += 1
-        try:
-            key = scorer.key(item)
-        except Exception as exc:
-            failures.append(_key_raised(name, item, exc))
-            continue
-        on_key = grade(item, key, ANSWER_KEY)
-        if on_key is not None and on_key < 1.0 - 1e-9:
-            failures.append(
-                SelftestFailure(
-                    ANSWER_KEY,
-                    item.id,
-                    f"{ANSWER_KEY} check failed for item '{item.id}': scorer '{name}' graded the "
-                    f"item's own answer {_short.repr(key)} {on_key:g}; the answer key must grade "
-                    "1.0",
-                )
-            )
-        if _is_empty_output(key):
-            skipped.append(item.id)
-            continue
-        on_null = grade(item, None, NULL_CONTROL)
-        if on_null is not None and on_key is not None and on_null >= on_key:
-            failures.append(
-                SelftestFailure(
-                    NULL_CONTROL,
-                    item.id,
-                    f"{NULL_CONTROL} check failed for item '{item.id}': scorer '{name}' graded an "
-                    f"empty output {on_null:g}, not lower than the answer key ({on_key:g}); a "
-                    "scorer that grades everything high cannot guide an optimizer",
-                )
-            )
-    return SelftestReport(
-        scorer=name,
-        items_checked=checked,
-        failures=tuple(failures),
-        null_control_skipped=tuple(skipped),
-    )
 
 
 def _to_call(value: Any) -> Call:
@@ -440,12 +252,21 @@ def as_metric(scorer: Scorer | GradedScorer) -> Callable[..., tuple[float, dict[
             verdict = score_output(item, output)
         else:
             verdict = scorer.score(item, to_reply(output))
+        if not isinstance(verdict, Verdict):
+            raise TypeError(
+                f"scorer '{name}' returned {_short.repr(verdict)}, not a Verdict; score() must "
+                "return Verdict(correct, reason, detail)"
+            )
         feedback = f"{verdict.reason}: {verdict.detail}"
         return (1.0 if verdict.correct else 0.0), {"feedback": feedback, "reason": verdict.reason}
 
     score.__name__ = f"score_{name.replace('-', '_')}"
     score.__doc__ = f"Scores with the '{name}' scorer (version {scorer.version})."
     return score
+
+
+def _is_null(reply: Reply) -> bool:
+    return not reply.text and not reply.calls
 
 
 def _reply_as_output(reply: Reply) -> dict[str, Any]:
@@ -461,46 +282,54 @@ def _reply_as_output(reply: Reply) -> dict[str, Any]:
 
 def scorer_metric(
     name: str, options: Mapping[str, Any] | None = None, *, depends_on: Sequence[str] = ()
-) -> Any:
-    """A built-in scorer as a run's metric (a skynet.Metric): `metric.name` in skynet.toml.
-
-    The metric's answer key is the scorer's key(item); its source hash names the scorer, its
-    version, its options and `depends_on` (hashes of what else its grades rest on, e.g. the
-    reference set), so results are marked stale when any of them changes.
-    """
-    from skynet.contract import Metric
-
+) -> Metric:
+    """A built-in scorer as a run's metric (a skynet.Metric): `metric.name` in skynet.toml."""
     options = dict(options or {})
-    scorer = get(name, **options)
+    return metric_of(get(name, **options), options=options, depends_on=depends_on)
+
+
+def metric_of(
+    scorer: Scorer | GradedScorer,
+    *,
+    options: Mapping[str, Any] | None = None,
+    depends_on: Sequence[str] = (),
+) -> Metric:
+    """The one adapter from a scorer to the metric contract: a Metric whose score function asks
+    `scorer` (as_metric), whose answer key is the scorer's key(item), and whose self-test rules
+    are the scorer's.
+
+    Its source hash names the scorer, its version, its options (a graded scorer's config_hash)
+    and `depends_on` (hashes of what else its grades rest on, e.g. the reference set), so
+    results are marked stale when any of them changes.
+    """
+    name = str(getattr(scorer, "name", type(scorer).__name__))
+    rules = SelfTestRules(
+        subject=f"scorer '{name}'", key_scores=1.0, raised_as=SCORER_ERROR, reasons=None
+    )
     if isinstance(scorer, GradedScorer):
         # A graded scorer's key is already an output, and its config_hash covers every setting
         # (options such as an embedder object have no stable text of their own).
         graded = scorer
-
-        def graded_key(expected: Mapping[str, Any] | None) -> Any:
-            item = Item(
-                id="key", input={}, expected=dict(expected) if expected is not None else None
-            )
-            return graded.key(item)
-
         identity = json.dumps([graded.name, graded.version, graded.config_hash, *depends_on])
         return Metric(
             as_metric(graded),
             name=f"scorer '{graded.name}' v{graded.version}",
-            key_fn=graded_key,
+            item_key=graded.key,
             source_hash=hashlib.sha256(identity.encode()).hexdigest(),
+            rules=rules,
         )
+    verdicts = scorer
 
-    def key(expected: Mapping[str, Any] | None) -> dict[str, Any]:
-        item = Item(id="key", input={}, expected=dict(expected) if expected is not None else None)
-        return _reply_as_output(scorer.key(item))
+    def key(item: Item) -> dict[str, Any]:
+        return _reply_as_output(verdicts.key(item))
 
     identity = json.dumps(
-        [scorer.name, scorer.version, options, *depends_on], sort_keys=True, default=str
+        [name, verdicts.version, dict(options or {}), *depends_on], sort_keys=True, default=str
     )
     return Metric(
-        as_metric(scorer),
-        name=f"scorer '{scorer.name}' v{scorer.version}",
-        key_fn=key,
+        as_metric(verdicts),
+        name=f"scorer '{name}' v{verdicts.version}",
+        item_key=key,
         source_hash=hashlib.sha256(identity.encode()).hexdigest(),
+        rules=dataclasses.replace(rules, reasons=frozenset(verdicts.reasons)),
     )

@@ -48,10 +48,10 @@ class Undeclared(Exact):
 
 
 class Raises(Exact):
-    """Cannot judge item 'b'."""
+    """Cannot judge item 'b' (its label is "no")."""
 
     def score(self, item: Item, reply: Reply) -> Verdict:
-        if item.id == "b":
+        if (item.expected or {}).get("label") == "no":
             raise ValueError("no label to judge by")
         return super().score(item, reply)
 
@@ -198,6 +198,36 @@ def test_selftest_skips_the_null_control_when_the_key_is_empty() -> None:
 def test_selftest_of_xlam_reports_an_unreadable_answer_as_a_scorer_error() -> None:
     report = scorers.selftest(XlamToolCall(), [Item("z", {}, {"answers": "[oops"})])
     assert [(f.check, f.item_id) for f in report.failures] == [("scorer error", "z")]
+
+
+def test_a_run_holds_a_scorer_metric_to_the_same_self_test(clean, scripted_server, tmp_path):
+    # One self-test: the scorer's (selftest) is the metric's (check_metric) of the scorer seen as
+    # a metric, so a run that names the scorer stops on the same failures, before any model call.
+    import skynet
+    from skynet.contract import check_metric
+
+    assert check_metric(scorers.metric_of(Undeclared()), ITEMS) == scorers.selftest(
+        Undeclared(), ITEMS
+    )
+    scorers.register(Undeclared("undeclared-text"))
+    clean.append("undeclared-text")
+    rows = [{"id": i.id, "text": i.input["text"], "label": i.expected["label"]} for i in ITEMS]
+    with pytest.raises(skynet.ContractError, match="bad-vibes") as raised:
+        skynet.optimize(
+            "Label it.",
+            metric="undeclared-text",
+            train=rows[:1],
+            val=rows[1:],
+            user="{text}",
+            models={
+                "task": "openai/t",
+                "endpoints": {"openai/t": {"api_base": scripted_server.url}},
+            },
+            store=tmp_path / "store",
+        )
+    assert raised.value.check == "undeclared reason"
+    assert "scorer 'undeclared-text' self-test failed" in str(raised.value)
+    assert scripted_server.request_count == 0
 
 
 # -- as_metric ----------------------------------------------------------------------------------

@@ -201,7 +201,7 @@ def test_metric_shorthand_names_a_scorer(tmp_path, scripted_server, capsys):
     )
     assert 'metric = "xlam-tool-call"' in toml.read_text() and "[metric]" not in toml.read_text()
     assert main(["-C", str(project), "check"]) == 0
-    assert "metric self-test passed" in capsys.readouterr().out
+    assert "scorer 'xlam-tool-call' self-test passed" in capsys.readouterr().out
 
 
 def test_type_words_outside_the_grammar_refuse_the_dataset_at_load(
