@@ -86,6 +86,9 @@ class EngineContext:
         reflect: one reflection-model call: (prompt text, draw index, max_tokens or None for
             the model's own) in, reply text out.
         record_proposal: records what became of one proposal (status, detail, text).
+        record_lineage: records an accepted candidate and the candidates it was made from, as
+            it is accepted (candidate, parents), so a killed run keeps its lineage so far; the
+            lineage the engine returns (EngineOutcome.parents) is recorded too, at the end.
         should_stop: True once the money or time budget is spent.
         max_metric_calls: the metric-call budget (None: no limit).
         seed: the engine's random seed.
@@ -138,6 +141,7 @@ class EngineContext:
     models: Any = None
     score_output: Callable[[Candidate, Item, Any, Any], Result] | None = None
     record_failure: Callable[[Candidate, Item, BaseException, Any], Result] | None = None
+    record_lineage: Callable[[Candidate, Sequence[Candidate]], None] = lambda c, parents: None
     max_side_info_chars: int = DEFAULT_MAX_SIDE_INFO_CHARS
 
     @property

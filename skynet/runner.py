@@ -8,42 +8,38 @@ nothing recorded is paid for twice and the engine reaches the same state it was 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-import sys
-import threading
-from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from importlib import metadata
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from time import monotonic as _monotonic
 from typing import IO, Any
 
 from skynet import registry
 from skynet.artifacts.base import Artifact
-from skynet.artifacts.dspy_program import DspyArtifact
 from skynet.config import Config, load_config
-from skynet.contract import TIMED_OUT_KEY, CheckReport, Metric, check_metric, load_metric
+from skynet.contract import CheckReport, Metric, check_metric, load_metric
 from skynet.data import Dataset, Item, load_dataset
 from skynet.engine import (
     Candidate,
     Engine,
-    EngineContext,
-    EngineOutcome,
     EngineSettings,
     gepa_proposals,
     get_engine,
 )
 from skynet.errors import BudgetExhausted, ConfigError, ContractError, RunAborted, SkynetError
-from skynet.evaluation import CANDIDATE_ERROR, METRIC_ERROR, Evaluation, Result
-from skynet.mean import Mean, mean_of, mean_of_results
+from skynet.evaluation import Evaluation, Result
+from skynet.mean import Mean, mean_of_results
 from skynet.measure import TESTING, Observation, scoring
 from skynet.models import Models, configure
 from skynet.runs import EVALUATION, RunStore
 from skynet.runs.lock import Writer, one_writer
-from skynet.storage import folder_error
-from skynet.terminal import printable
+from skynet.session import (
+    RunOutcome,
+    RunSession,
+    candidate_id,
+    note_setup,
+    unsandboxed_warning,
+    versions,
+)
 
 __all__ = [
     "Project",
@@ -61,20 +57,8 @@ __all__ = [
     "dry_run",
     "DryRunEstimate",
     "current_metric_hash",
+    "unsandboxed_warning",
 ]
-
-MIN_EVALUATIONS_BEFORE_ABORT = 8
-_ANY = object()  # recorded(): reuse a recorded result whatever its output
-
-
-def candidate_id(candidate: Candidate, fingerprint: str = "") -> str:
-    """A stable id for a candidate: the hash of its texts and of how it is run (same texts, same
-    task model and settings, same id, across runs; another task model makes another id, so its
-    outputs are never mistaken for the recorded ones)."""
-    canonical = json.dumps(
-        [candidate, fingerprint], sort_keys=True, ensure_ascii=False, separators=(",", ":")
-    )
-    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,17 +112,6 @@ def open_project(project_dir: Path, overrides: dict[str, Any] | None = None) -> 
     artifact = registry.load("artifact", config.artifact.kind)(project_dir, config, dataset)
     return Project(
         dir=project_dir, config=config, dataset=dataset, metric=metric, artifact=artifact
-    )
-
-
-def unsandboxed_warning(project: Project) -> str:
-    """The line every run and evaluation of unsandboxed code candidates prints ("" when the
-    candidates are sandboxed, or are not code)."""
-    if not project.artifact.unsandboxed:
-        return ""
-    return (
-        'warning: [artifact] sandbox = "none": code candidates run unsandboxed and can read '
-        "your data, metric, keys and run records; this run is reported as unsandboxed"
     )
 
 
@@ -198,82 +171,6 @@ def self_test(project: Project) -> CheckReport:
     return check_metric(project.metric, [*project.dataset.train, *project.dataset.val])
 
 
-def _task_runner(project: Project, models: Models) -> Callable[[Candidate, dict[str, Any]], Any]:
-    return project.artifact.task(models, project.config.artifact)
-
-
-def _versions() -> dict[str, str]:
-    found = {"python": sys.version.split()[0]}
-    for dist in ("skynet-optimizer", "gepa", "dspy", "litellm", "llama_cpp_python", "numpy"):
-        try:
-            found[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
-    return found
-
-
-@dataclass
-class _Progress:
-    """The live progress line: metric calls used / budget, best val score, cost by role (an
-    unknown cost shows as "unpriced", as in the report), and the money budget when there is one."""
-
-    budget: int | None
-    models: Models
-    out: IO[str]
-    calls: int = 0
-    replayed: int = 0
-    errors: int = 0
-    best_val: float | None = None
-    _last: float = 0.0
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def line(self) -> str:
-        budget = f"/{self.budget}" if self.budget else ""
-        best = "—" if self.best_val is None else f"{self.best_val:.3f}"
-        cost = " ".join(
-            f"{role} {self.models.ledgers[role].totals().cost_text}"
-            for role in ("task", "reflection", "metric")
-        )
-        money = self.models.budget
-        if money.max_cost_usd is not None:
-            cost += f" (${money.spent_usd:.4f} of ${money.max_cost_usd:g})"
-        extra = f" · {self.replayed} replayed" if self.replayed else ""
-        errors = f" · {self.errors} errors" if self.errors else ""
-        return f"metric calls {self.calls}{budget} · best val {best} · cost {cost}{extra}{errors}"
-
-    def tick(self, force: bool = False) -> None:
-        now = _monotonic()
-        with self._lock:
-            if not force and now - self._last < (0.5 if self.out.isatty() else 10.0):
-                return
-            self._last = now
-        if self.out.isatty():
-            self.out.write("\r\033[K" + self.line())
-        else:
-            self.out.write(self.line() + "\n")
-        self.out.flush()
-
-    def done(self) -> None:
-        self.tick(force=True)
-        if self.out.isatty():
-            self.out.write("\n")
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunOutcome:
-    """What a finished run returns. seed_val and best_val are mean val scores by the rule of
-    skynet.mean (a candidate's own failure counts as 0, a metric or model fault is left out);
-    None when the candidate was not evaluated on every val item."""
-
-    run_id: str
-    status: str
-    best_candidate: Candidate
-    best_path: Path | None
-    seed_val: float | None
-    best_val: float | None
-    stopped_by: str = ""  # the limit that stopped the run ("" when the engine ran its course)
-
-
 @dataclass(frozen=True, kw_only=True)
 class _EnginePlan:
     name: str
@@ -283,32 +180,6 @@ class _EnginePlan:
     frontier: str | None = None  # None: the engine's own default
     patience: int | None = None
     fit_to_budget: bool = False  # Auto's parallel proposals shrink as the budget runs out
-
-
-# The failures of the model or the network (after the model layer's retries) and of the
-# sandbox's start: the item was never really tried, so a resumed run tries it again.
-_TRANSIENT = (
-    "skynet.errors.ModelError:",
-    "skynet.errors.SandboxFailed:",
-    "skynet.artifacts.code.SandboxFailed:",  # its name in runs recorded before it moved
-)
-
-
-def _transient(result: Result) -> bool:
-    """Whether a recorded error was the model's, the network's or the sandbox's, not final."""
-    if result.ok or result.error_kind == CANDIDATE_ERROR or not result.traceback:
-        return False
-    lines = result.traceback.strip().splitlines()
-    return bool(lines) and lines[-1].startswith(_TRANSIENT)
-
-
-def _timed_out_below(result: Result, time_s: float | None) -> bool:
-    """Whether `result` is the metric running past a time limit lower than `time_s` (None: no
-    limit): the user raised metric.time_s as the time-out advised, so a resume scores it again."""
-    if result.error_kind != METRIC_ERROR:
-        return False
-    limit = result.extra.get(TIMED_OUT_KEY)
-    return isinstance(limit, int | float) and (time_s is None or time_s > limit)
 
 
 def _named_scores(project: Project) -> bool:
@@ -487,11 +358,6 @@ def _start(project: Project) -> tuple[Models, _EnginePlan, Engine, int]:
     return models, plan, engine, needed
 
 
-def _as_program(project: Project) -> DspyArtifact:
-    """The artifact as a DSPy program: itself, or a one-section prompt wrapped as dspy.Predict."""
-    return project.artifact.as_program(project.config.artifact)
-
-
 def run(
     project: Project,
     *,
@@ -543,378 +409,21 @@ def _run(
         ConfigError: the budget is too small to propose once, or the run to resume is unknown.
         RunAborted: too many items errored.
     """
-    stream: IO[str] = out if out is not None else sys.stderr
-    cfg = project.config
-    # What is said may quote a candidate or its output: escaped, it cannot drive the terminal.
-    say: Callable[[str], None] = lambda text: print(  # noqa: E731
-        printable(text, multiline=True), file=stream, flush=True
-    )
-
     models, plan, engine, needed = _start(project)
-    engine_name, why, budget = plan.name, plan.why, plan.max_metric_calls
-    train, val = project.dataset.train, project.dataset.val
-    minibatch = min(cfg.engine.reflection_minibatch_size, len(train))
+    budget = plan.max_metric_calls
     if budget is not None and budget < needed:
+        train, val = project.dataset.train, project.dataset.val
+        minibatch = min(project.config.engine.reflection_minibatch_size, len(train))
         raise ConfigError(
             f"budget.max_metric_calls = {budget} is too small: the "
-            f"{engine_name} engine needs at least {needed} ({len(val)} val items for the seed, "
+            f"{plan.name} engine needs at least {needed} ({len(val)} val items for the seed, "
             f"then a reflection step on {minibatch} train items, twice) to propose once; use "
             f"--max-metric-calls {needed} or more"
         )
-    store = project.open_store()
-    store.check_integrity()  # a run that cannot record must not start
-    seed = dict(project.artifact.components)
-    metric_hash = project.metric.source_hash
-    split_of = {item.id: "train" for item in train} | {item.id: "val" for item in val}
-
-    if resume:
-        row = store.get_run(resume)
-        if row.engine == EVALUATION:
-            raise ConfigError(
-                f"run {resume} is an evaluation (skynet eval), not an optimization; "
-                "start one with `skynet run`"
-            )
-        if row.dataset_hash != project.dataset.hash:
-            raise ConfigError(
-                f"run {resume} was made on other data (dataset hash {row.dataset_hash[:12]} vs "
-                f"{project.dataset.hash[:12]} now); start a new run instead of resuming"
-            )
-        if row.status == "finished":
-            raise ConfigError(
-                f"run {resume} already finished; start a new run (skynet run) to optimize further"
-            )
-        run_id = row.id
-        store.set_status(run_id, "running")
-        if running is not None:
-            running.append(run_id)
-        # The money budget is the run's: what its recorded calls cost counts against it.
-        models.budget.add_spent(sum(t.cost_usd for t in store.cost_by_role(run_id).values()))
-        say(f"resuming run {run_id}: recorded evaluations and model calls are replayed, not paid")
-    else:
-        run_id = store.create_run(
-            config=cfg.as_dict(),
-            dataset_hash=project.dataset.hash,
-            metric_hash=metric_hash,
-            seed=cfg.engine.seed,
-            engine=engine_name,
-            budget={**cfg.budget.model_dump(), "max_metric_calls": budget},
-            versions=_versions(),
-        )
-        if running is not None:
-            running.append(run_id)
-        writer.names(run_id)
-        say(f"run {run_id}: {len(train)} train / {len(val)} val items · {why}")
-    store.set_note(run_id, "engine_choice", why)
-    _note_setup(project, store, run_id)
-    warning = unsandboxed_warning(project)
-    if warning:
-        say(warning)
-    run_dir = project.store_dir / "runs" / run_id
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise folder_error(run_dir, exc, what="run's files") from None
-    log_lock = threading.Lock()
-
-    def engine_log(message: str) -> None:
-        with log_lock, open(run_dir / "engine.log", "a", encoding="utf-8") as log:
-            log.write(message.rstrip() + "\n")
-
-    store.add_candidate(run_id, candidate_id(seed, project.fingerprint), seed)
-    store.set_seed_candidate(run_id, candidate_id(seed, project.fingerprint))
-    models.subscribe(lambda record: store.record_call(run_id, record))
-
-    progress = _Progress(budget=budget, models=models, out=stream)
-    evaluation = Evaluation(
-        project.metric, _task_runner(project, models), repeat=cfg.artifact.repeat
+    session = RunSession(
+        project, models=models, plan=plan, resume=resume, writer=writer, out=out, running=running
     )
-    # Per candidate, per val item: (score, error kind, ok), not the Result (outputs can be big).
-    val_outcomes: dict[str, dict[str, tuple[float | None, str | None, bool]]] = {}
-    lock = threading.Lock()
-    known: set[str] = set()  # candidates already recorded in this process
-    started = _monotonic()
-
-    faults = 0
-    # What the model or the network failed on in an earlier process is not final: a resumed
-    # run asks again (once each), after the endpoint was fixed; so is a metric time-out once
-    # metric.time_s was raised. Other errors stand.
-    retry: set[tuple[str, str]] = (
-        {
-            (e.candidate_id, e.item_id)
-            for e in store.evaluations(run_id)
-            if _transient(result := e.result())
-            or _timed_out_below(result, project.metric.limits.time_s)
-        }
-        if resume
-        else set()
-    )
-    # A resumed engine replays its proposals (from the call cache): those are recorded once.
-    replayed_proposals = Counter(
-        (p.status, p.detail, p.text) for p in (store.proposals(run_id) if resume else [])
-    )
-
-    def record_proposal(*, status: str, detail: str, text: str = "") -> None:
-        with lock:
-            key = (status, detail, text)
-            if replayed_proposals[key] > 0:
-                replayed_proposals[key] -= 1
-                return
-        store.record_proposal(run_id, parent_id=None, status=status, detail=detail, text=text)
-
-    def recorded(
-        candidate: Candidate, item: Item, make: Callable[[], Result], output: Any = _ANY
-    ) -> Result:
-        """The recorded result of `candidate` on `item` (for `output`, when given), else a new
-        one made by `make()` and recorded; counted on the progress line either way."""
-        nonlocal faults
-        cid = candidate_id(candidate, project.fingerprint)
-        if cid not in known:
-            store.add_candidate(run_id, cid, candidate)
-            known.add(cid)
-        result = store.find_evaluation(run_id, cid, item.id, metric_hash)
-        replayed = result is not None and (output is _ANY or result.output == output)
-        if result is not None and replayed and retry:
-            with lock:
-                again = (cid, item.id) in retry
-                retry.discard((cid, item.id))
-            if again:
-                store.forget_evaluation(run_id, cid, item.id, metric_hash)
-                replayed = False
-        if result is None or not replayed:
-            result = make()
-            store.record_evaluation(
-                run_id, cid, split_of.get(item.id, "train"), result, metric_hash
-            )
-        with lock:
-            progress.calls += 1
-            progress.replayed += replayed
-            progress.errors += not result.ok
-            # A candidate's own crash is feedback for the next one; a metric or model that keeps
-            # failing is a broken run. Only the latter counts toward the abort.
-            faults += not result.ok and result.error_kind != CANDIDATE_ERROR
-            if split_of.get(item.id) == "val":
-                # A candidate's own failure counts as 0; a metric or model fault is left out
-                # (skynet.mean): crashing on the hard items cannot raise a candidate's mean.
-                seen = val_outcomes.setdefault(cid, {})
-                seen[item.id] = (result.score, result.error_kind, result.ok)
-                if len(seen) == len(val):
-                    mean = mean_of(seen.values()).value
-                    if mean is not None and (progress.best_val is None or mean > progress.best_val):
-                        progress.best_val = mean
-        progress.tick()
-        return result
-
-    aborted: list[RunAborted] = []  # set once: engines that swallow exceptions stop on it
-
-    def check_errors(result: Result) -> Result:
-        """The result, unless too many evaluations failed: then the run aborts (RunAborted is
-        raised here, and should_stop() says so to an engine that caught it)."""
-        with lock:
-            errors, calls = faults, progress.calls
-            if aborted:
-                raise aborted[0]
-            if calls < MIN_EVALUATIONS_BEFORE_ABORT or errors / calls <= cfg.engine.max_error_share:
-                return result
-            command = f"`skynet run --resume {run_id}`"
-            fix = (
-                f"Fix the model's endpoint, then resume with {command}: what the model failed "
-                "on is asked again (its [models.endpoints] settings may change)"
-                if _transient(result)
-                else f"Fix the metric or the artifact, then resume with {command}"
-            )
-            aborted.append(
-                RunAborted(
-                    f"{errors} of {calls} evaluations failed (more than "
-                    f"{cfg.engine.max_error_share:.0%}); the last: "
-                    f"{result.error or 'see the records'}. {fix}"
-                )
-            )
-            raise aborted[0]
-
-    def evaluate(candidate: Candidate, item: Item) -> Result:
-        return check_errors(recorded(candidate, item, lambda: evaluation(candidate, item)))
-
-    memo: dict[tuple[str, str, str], Result] = {}
-    key_locks: dict[tuple[str, str, str], threading.Lock] = {}
-
-    def score_output(candidate: Candidate, item: Item, output: Any, obs: Any) -> Result:
-        """An output the engine made itself: scored once per (candidate, item, output)."""
-        cid = candidate_id(candidate, project.fingerprint)
-        key = (cid, item.id, json.dumps(output, sort_keys=True, default=repr))
-        with lock:
-            key_lock = key_locks.setdefault(key, threading.Lock())
-        with key_lock:  # two threads on the same output (a minibatch may hold an item twice)
-            with lock:
-                found = memo.get(key)
-            if found is not None:
-                return found  # dspy.GEPA's second call, for feedback: the same verdict
-            result = recorded(
-                candidate, item, lambda: evaluation.score_output(item, output, obs), output
-            )
-            with lock:
-                memo[key] = result
-            return check_errors(result)
-
-    def record_failure(
-        candidate: Candidate, item: Item, failure: BaseException, obs: Any
-    ) -> Result:
-        """A run the engine made itself that raised: the item's evaluation error."""
-        result = recorded(candidate, item, lambda: evaluation.failure(item, failure, obs))
-        return check_errors(result)
-
-    def reflect(prompt: str, draw: int, max_tokens: int | None) -> str:
-        reply = models.complete(
-            "reflection",
-            [{"role": "user", "content": prompt}],
-            draw=draw,
-            max_tokens=max_tokens,
-            temperature=0.0 if draw == 0 else 0.8,
-            seed=draw,
-        )
-        return reply.text
-
-    stopped_by = ""  # the limit that stopped the run, said once at the end
-
-    def should_stop() -> bool:
-        nonlocal stopped_by
-        if aborted:
-            return True
-        budget = cfg.budget
-        if budget.max_minutes is not None and (_monotonic() - started) / 60 >= budget.max_minutes:
-            stopped_by = stopped_by or f"max_minutes = {budget.max_minutes:g} reached"
-            return True
-        money = models.budget
-        refused = money.refusal
-        if refused is not None:
-            stopped_by = stopped_by or str(refused).split(". Raise", 1)[0]
-            return True
-        if money.max_cost_usd is not None and money.spent_usd >= money.max_cost_usd:
-            stopped_by = stopped_by or (
-                f"budget max_cost_usd = ${money.max_cost_usd:g} spent (${money.spent_usd:.4f})"
-            )
-            return True
-        return False
-
-    ctx = EngineContext(
-        seed_candidate=seed,
-        train=train,
-        val=val,
-        evaluate=evaluate,
-        reflect=reflect,
-        record_proposal=record_proposal,
-        should_stop=should_stop,
-        max_metric_calls=budget,
-        frontier=plan.frontier,
-        patience=plan.patience,
-        fit_to_budget=plan.fit_to_budget,
-        settings=plan.settings,
-        seed=cfg.engine.seed,
-        minibatch_size=cfg.engine.reflection_minibatch_size,
-        log=say,
-        engine_log=engine_log,
-        program=_as_program(project) if engine_name == "dspy-gepa" else None,
-        models=models,
-        score_output=score_output,
-        record_failure=record_failure,
-        max_side_info_chars=cfg.engine.max_side_info_chars,
-    )
-    outcome: EngineOutcome | None
-    try:
-        outcome = engine.optimize(ctx)
-        if aborted:  # the engine caught the abort (dspy.GEPA scores a failed call as a failure)
-            raise aborted[0]
-    except BudgetExhausted:
-        # A refused call stopped the engine mid-step: the records hold the run so far.
-        outcome = None
-    except KeyboardInterrupt:
-        progress.done()
-        store.set_status(run_id, "stopped", error="interrupted")
-        say(f"\nstopped; everything so far is recorded. Resume: skynet run --resume {run_id}")
-        raise
-    except RunAborted as exc:
-        progress.done()
-        store.set_status(run_id, "aborted", error=str(exc))
-        raise
-    except Exception as exc:
-        progress.done()
-        store.set_status(run_id, "failed", error=f"{type(exc).__name__}: {exc}")
-        raise
-    progress.done()
-
-    def val_mean(cid: str) -> float | None:
-        # The engine's own val scores count every error as 0; the outcome follows skynet.mean.
-        seen = val_outcomes.get(cid, {})
-        return mean_of(seen.values()).value if len(seen) == len(val) else None
-
-    if outcome is not None:
-        ids = [candidate_id(c, project.fingerprint) for c in outcome.candidates]
-        seen: set[str] = set()
-        for index, candidate in enumerate(outcome.candidates):
-            if ids[index] in seen:  # found again (a merge, then a child): the first lineage stands
-                continue
-            seen.add(ids[index])
-            parents = [ids[p] for p in outcome.parents[index] if p is not None]
-            store.add_candidate(run_id, ids[index], candidate, parents)
-    if models.budget.refusal is not None:
-        should_stop()  # names the refusal as what stopped the run
-        # Stopped mid-step: the engine's own scores may hold items it never got to evaluate.
-        # The best is the best mean over the candidates whose every val item is recorded.
-        best = _best_recorded(
-            store, run_id, seed, candidate_id(seed, project.fingerprint), val_mean
-        )
-    else:
-        assert outcome is not None
-        best = dict(outcome.best_candidate)
-    if not stopped_by and budget is not None and progress.calls >= budget:
-        stopped_by = f"max_metric_calls = {budget} reached"
-    if stopped_by:
-        store.set_note(run_id, "stopped_by", stopped_by)
-        say(f"stopped: {stopped_by}; the best so far is kept")
-    if budget is not None and progress.calls > budget:
-        # gepa (and dspy.GEPA) stop between iterations, never inside one.
-        replays = (
-            f"; {progress.replayed} of the calls were replayed from the records, not scored again"
-            if progress.replayed
-            else ""
-        )
-        say(
-            f"metric calls {progress.calls} of {budget}, {progress.calls - budget} over "
-            f"max_metric_calls: the {engine_name} engine checks the budget only when an iteration "
-            f"starts, and lets the last iteration's evaluations finish{replays}"
-        )
-    best_id = candidate_id(best, project.fingerprint)
-    store.set_best(run_id, best_id)
-    best_path = run_dir / project.artifact.best_file
-    project.artifact.save(best, best_path)
-    store.set_status(run_id, "finished")
-    seed_val = val_mean(candidate_id(seed, project.fingerprint))
-    best_val = val_mean(best_id)
-    return RunOutcome(
-        run_id=run_id,
-        status="finished",
-        best_candidate=best,
-        best_path=best_path,
-        seed_val=seed_val,
-        best_val=best_val,
-        stopped_by=stopped_by,
-    )
-
-
-def _best_recorded(
-    store: RunStore,
-    run_id: str,
-    seed: Candidate,
-    seed_id: str,
-    val_mean: Callable[[str], float | None],
-) -> Candidate:
-    """The recorded candidate with the best val mean (ties: the earliest); the seed when none
-    has every val item recorded."""
-    best, best_mean = dict(seed), val_mean(seed_id)
-    for row in store.candidates(run_id):
-        mean = val_mean(row.id)
-        if mean is not None and (best_mean is None or mean > best_mean):
-            best, best_mean = dict(row.content), mean
-    return best
+    return session.drive(engine)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -958,19 +467,10 @@ def evaluation_run(project: Project) -> str:
             seed=cfg.engine.seed,
             engine=EVALUATION,
             budget={},
-            versions=_versions(),
+            versions=versions(),
         )
-        _note_setup(project, store, run_id)
+        note_setup(project, store, run_id)
         return run_id
-
-
-def _note_setup(project: Project, store: RunStore, run_id: str) -> None:
-    """Record how code candidates are isolated: part of what the run's figures mean (and, for
-    a run made from Python, the call that made it)."""
-    if project.made_in:
-        store.set_note(run_id, "made_in", project.made_in)
-    if project.artifact.isolation is not None:
-        store.set_note(run_id, "sandbox", project.artifact.isolation)
 
 
 def evaluate_candidate(
@@ -1010,7 +510,9 @@ def evaluate_candidate(
     evaluating_only = row.engine == EVALUATION
     models.subscribe(lambda record: store.record_call(run_id, record))
     evaluation = Evaluation(
-        project.metric, _task_runner(project, models), repeat=project.config.artifact.repeat
+        project.metric,
+        project.artifact.task(models, project.config.artifact),
+        repeat=project.config.artifact.repeat,
     )
     cid = candidate_id(candidate, project.fingerprint)
     store.add_candidate(run_id, cid, candidate)
@@ -1174,7 +676,7 @@ def dry_run(project: Project, *, sample: int = 3) -> DryRunEstimate:
     minibatch = min(cfg.engine.reflection_minibatch_size, len(train))
     planned = plan.max_metric_calls or needed
     seed = dict(project.artifact.components)
-    evaluation = Evaluation(project.metric, _task_runner(project, models))
+    evaluation = Evaluation(project.metric, project.artifact.task(models, project.config.artifact))
     notes: list[str] = []
     task_costs: list[float | None] = []
     judge_before = models.ledgers["metric"].totals()

@@ -271,15 +271,15 @@ def test_an_agent_candidates_refused_call_stops_the_run_and_is_never_recorded(
 def test_the_progress_line_shows_unpriced_and_the_spend_against_the_budget(billing_server):
     import io
 
-    from skynet.runner import _Progress
+    from skynet.session import Progress
 
     unpriced = billing_server.models(input_per_mtok=None, output_per_mtok=None)
     unpriced.complete("task", [{"role": "user", "content": "hi"}])
-    line = _Progress(budget=10, models=unpriced, out=io.StringIO()).line()
+    line = Progress(budget=10, models=unpriced, out=io.StringIO()).line()
     assert "task unpriced reflection $0.0000" in line and " of $" not in line
 
     billing_server.script(reply("ok", prompt_tokens=100_000, completion_tokens=0))
     priced = billing_server.models(max_cost_usd=0.5)
     priced.complete("task", [{"role": "user", "content": "hi"}], draw=1)
-    line = _Progress(budget=10, models=priced, out=io.StringIO()).line()
+    line = Progress(budget=10, models=priced, out=io.StringIO()).line()
     assert "task $0.1000 reflection $0.0000 metric $0.0000 ($0.1000 of $0.5)" in line

@@ -1,0 +1,609 @@
+"""One optimization run in progress: the session the runner (for the CLI and for
+skynet.optimize) drives an engine through.
+
+A RunSession opens or resumes the run's record, then gives the engine its hooks (EngineContext):
+evaluate a candidate on an item (recorded, or replayed from the records on resume; counted on
+the progress line; the run aborted when too many evaluations fail), reflect, record a proposal
+and a candidate's lineage as it is accepted, and say when the money or time budget is spent.
+When the engine returns, raises or is interrupted, the session writes how the run ended and the
+best candidate. Nothing recorded is paid for twice: a resumed engine runs again with the same
+seed, served from the records (the run store and the call cache).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from time import monotonic as _monotonic
+from typing import IO, TYPE_CHECKING, Any
+
+from skynet.contract import TIMED_OUT_KEY
+from skynet.data import Item
+from skynet.engine import Candidate, Engine, EngineContext, EngineOutcome
+from skynet.errors import BudgetExhausted, ConfigError, RunAborted
+from skynet.evaluation import CANDIDATE_ERROR, METRIC_ERROR, Evaluation, Result
+from skynet.mean import mean_of
+from skynet.models import Models
+from skynet.runs import EVALUATION, RunStore
+from skynet.runs.lock import Writer
+from skynet.storage import folder_error
+from skynet.terminal import printable
+
+if TYPE_CHECKING:
+    from skynet.runner import Project, _EnginePlan
+
+__all__ = ["RunSession", "RunOutcome", "Progress", "candidate_id", "MIN_EVALUATIONS_BEFORE_ABORT"]
+
+# The error share aborts a run only once this many evaluations were made.
+MIN_EVALUATIONS_BEFORE_ABORT = 8
+_ANY = object()  # RunSession.recorded(): reuse a recorded result whatever its output
+
+
+def candidate_id(candidate: Candidate, fingerprint: str = "") -> str:
+    """A stable id for a candidate: the hash of its texts and of how it is run (same texts, same
+    task model and settings, same id, across runs; another task model makes another id, so its
+    outputs are never mistaken for the recorded ones)."""
+    canonical = json.dumps(
+        [candidate, fingerprint], sort_keys=True, ensure_ascii=False, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def versions() -> dict[str, str]:
+    """The versions of Python, Skynet and its engines, recorded with every run."""
+    found = {"python": sys.version.split()[0]}
+    for dist in ("skynet-optimizer", "gepa", "dspy", "litellm", "llama_cpp_python", "numpy"):
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def unsandboxed_warning(project: Project) -> str:
+    """The line every run and evaluation of unsandboxed code candidates prints ("" when the
+    candidates are sandboxed, or are not code)."""
+    if not project.artifact.unsandboxed:
+        return ""
+    return (
+        'warning: [artifact] sandbox = "none": code candidates run unsandboxed and can read '
+        "your data, metric, keys and run records; this run is reported as unsandboxed"
+    )
+
+
+def note_setup(project: Project, store: RunStore, run_id: str) -> None:
+    """Record how code candidates are isolated: part of what the run's figures mean (and, for
+    a run made from Python, the call that made it)."""
+    if project.made_in:
+        store.set_note(run_id, "made_in", project.made_in)
+    if project.artifact.isolation is not None:
+        store.set_note(run_id, "sandbox", project.artifact.isolation)
+
+
+@dataclass
+class Progress:
+    """The live progress line: metric calls used / budget, best val score, cost by role (an
+    unknown cost shows as "unpriced", as in the report), and the money budget when there is one."""
+
+    budget: int | None
+    models: Models
+    out: IO[str]
+    calls: int = 0
+    replayed: int = 0
+    errors: int = 0
+    best_val: float | None = None
+    _last: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def line(self) -> str:
+        budget = f"/{self.budget}" if self.budget else ""
+        best = "—" if self.best_val is None else f"{self.best_val:.3f}"
+        cost = " ".join(
+            f"{role} {self.models.ledgers[role].totals().cost_text}"
+            for role in ("task", "reflection", "metric")
+        )
+        money = self.models.budget
+        if money.max_cost_usd is not None:
+            cost += f" (${money.spent_usd:.4f} of ${money.max_cost_usd:g})"
+        extra = f" · {self.replayed} replayed" if self.replayed else ""
+        errors = f" · {self.errors} errors" if self.errors else ""
+        return f"metric calls {self.calls}{budget} · best val {best} · cost {cost}{extra}{errors}"
+
+    def tick(self, force: bool = False) -> None:
+        now = _monotonic()
+        with self._lock:
+            if not force and now - self._last < (0.5 if self.out.isatty() else 10.0):
+                return
+            self._last = now
+        if self.out.isatty():
+            self.out.write("\r\033[K" + self.line())
+        else:
+            self.out.write(self.line() + "\n")
+        self.out.flush()
+
+    def done(self) -> None:
+        self.tick(force=True)
+        if self.out.isatty():
+            self.out.write("\n")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOutcome:
+    """What a finished run returns. seed_val and best_val are mean val scores by the rule of
+    skynet.mean (a candidate's own failure counts as 0, a metric or model fault is left out);
+    None when the candidate was not evaluated on every val item."""
+
+    run_id: str
+    status: str
+    best_candidate: Candidate
+    best_path: Path | None
+    seed_val: float | None
+    best_val: float | None
+    stopped_by: str = ""  # the limit that stopped the run ("" when the engine ran its course)
+
+
+# The failures of the model or the network (after the model layer's retries) and of the
+# sandbox's start: the item was never really tried, so a resumed run tries it again.
+_TRANSIENT = (
+    "skynet.errors.ModelError:",
+    "skynet.errors.SandboxFailed:",
+    "skynet.artifacts.code.SandboxFailed:",  # its name in runs recorded before it moved
+)
+
+
+def transient(result: Result) -> bool:
+    """Whether a recorded error was the model's, the network's or the sandbox's, not final."""
+    if result.ok or result.error_kind == CANDIDATE_ERROR or not result.traceback:
+        return False
+    lines = result.traceback.strip().splitlines()
+    return bool(lines) and lines[-1].startswith(_TRANSIENT)
+
+
+def timed_out_below(result: Result, time_s: float | None) -> bool:
+    """Whether `result` is the metric running past a time limit lower than `time_s` (None: no
+    limit): the user raised metric.time_s as the time-out advised, so a resume scores it again."""
+    if result.error_kind != METRIC_ERROR:
+        return False
+    limit = result.extra.get(TIMED_OUT_KEY)
+    return isinstance(limit, int | float) and (time_s is None or time_s > limit)
+
+
+class RunSession:
+    """One run of `engine` on `project`, from its first record to its best candidate.
+
+    `running` receives the run's id once its row says "running" (the runner marks such a run
+    ended if anything escapes). `out` takes what the run says (default: stderr).
+    """
+
+    def __init__(
+        self,
+        project: Project,
+        *,
+        models: Models,
+        plan: _EnginePlan,
+        resume: str | None,
+        writer: Writer,
+        out: IO[str] | None = None,
+        running: list[str] | None = None,
+    ) -> None:
+        self.project, self.models, self.plan = project, models, plan
+        self.cfg = cfg = project.config
+        self.stream: IO[str] = out if out is not None else sys.stderr
+        self.budget = plan.max_metric_calls
+        self.train, self.val = project.dataset.train, project.dataset.val
+        self.seed = dict(project.artifact.components)
+        self.metric_hash = project.metric.source_hash
+        self.split_of = {item.id: "train" for item in self.train}
+        self.split_of |= {item.id: "val" for item in self.val}
+        self.store = store = project.open_store()
+        store.check_integrity()  # a run that cannot record must not start
+        self.run_id = run_id = (
+            self._reopen(resume, running) if resume else self._create(writer, running)
+        )
+        store.set_note(run_id, "engine_choice", plan.why)
+        note_setup(project, store, run_id)
+        warning = unsandboxed_warning(project)
+        if warning:
+            self.say(warning)
+        self.run_dir = project.store_dir / "runs" / run_id
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise folder_error(self.run_dir, exc, what="run's files") from None
+        self._log_lock = threading.Lock()
+        self.seed_id = self.cid(self.seed)
+        store.add_candidate(run_id, self.seed_id, self.seed)
+        store.set_seed_candidate(run_id, self.seed_id)
+        models.subscribe(lambda record: store.record_call(run_id, record))
+
+        self.progress = Progress(budget=self.budget, models=models, out=self.stream)
+        self.evaluation = Evaluation(
+            project.metric, project.artifact.task(models, cfg.artifact), repeat=cfg.artifact.repeat
+        )
+        # Per candidate, per val item: (score, error kind, ok), not the Result (outputs are big).
+        self.val_outcomes: dict[str, dict[str, tuple[float | None, str | None, bool]]] = {}
+        self._lock = threading.Lock()
+        self._known: set[str] = set()  # candidates already recorded in this process
+        self._lineage: set[str] = set()  # candidates whose lineage this process recorded
+        self._started = _monotonic()
+        self._faults = 0
+        # What the model or the network failed on in an earlier process is not final: a resumed
+        # run asks again (once each), after the endpoint was fixed; so is a metric time-out once
+        # metric.time_s was raised. Other errors stand.
+        self._retry: set[tuple[str, str]] = (
+            {
+                (e.candidate_id, e.item_id)
+                for e in store.evaluations(run_id)
+                if transient(result := e.result())
+                or timed_out_below(result, project.metric.limits.time_s)
+            }
+            if resume
+            else set()
+        )
+        # A resumed engine replays its proposals (from the call cache): those are recorded once.
+        self._replayed_proposals = Counter(
+            (p.status, p.detail, p.text) for p in (store.proposals(run_id) if resume else [])
+        )
+        self._memo: dict[tuple[str, str, str], Result] = {}
+        self._key_locks: dict[tuple[str, str, str], threading.Lock] = {}
+        self._aborted: list[RunAborted] = []  # set once: engines that swallow exceptions stop
+        self.stopped_by = ""  # the limit that stopped the run, said once at the end
+
+    # -- opening ---------------------------------------------------------------------------
+
+    def _reopen(self, resume: str, running: list[str] | None) -> str:
+        store, project = self.store, self.project
+        row = store.get_run(resume)
+        if row.engine == EVALUATION:
+            raise ConfigError(
+                f"run {resume} is an evaluation (skynet eval), not an optimization; "
+                "start one with `skynet run`"
+            )
+        if row.dataset_hash != project.dataset.hash:
+            raise ConfigError(
+                f"run {resume} was made on other data (dataset hash {row.dataset_hash[:12]} vs "
+                f"{project.dataset.hash[:12]} now); start a new run instead of resuming"
+            )
+        if row.status == "finished":
+            raise ConfigError(
+                f"run {resume} already finished; start a new run (skynet run) to optimize further"
+            )
+        store.set_status(row.id, "running")
+        if running is not None:
+            running.append(row.id)
+        # The money budget is the run's: what its recorded calls cost counts against it.
+        self.models.budget.add_spent(sum(t.cost_usd for t in store.cost_by_role(row.id).values()))
+        self.say(
+            f"resuming run {row.id}: recorded evaluations and model calls are replayed, not paid"
+        )
+        return row.id
+
+    def _create(self, writer: Writer, running: list[str] | None) -> str:
+        cfg = self.cfg
+        run_id = self.store.create_run(
+            config=cfg.as_dict(),
+            dataset_hash=self.project.dataset.hash,
+            metric_hash=self.metric_hash,
+            seed=cfg.engine.seed,
+            engine=self.plan.name,
+            budget={**cfg.budget.model_dump(), "max_metric_calls": self.budget},
+            versions=versions(),
+        )
+        if running is not None:
+            running.append(run_id)
+        writer.names(run_id)
+        self.say(
+            f"run {run_id}: {len(self.train)} train / {len(self.val)} val items · {self.plan.why}"
+        )
+        return run_id
+
+    # -- what the run says -----------------------------------------------------------------
+
+    def say(self, text: str) -> None:
+        """Print a line of the run's; it may quote a candidate or its output, so it is escaped
+        (it cannot drive the terminal)."""
+        print(printable(text, multiline=True), file=self.stream, flush=True)
+
+    def engine_log(self, message: str) -> None:
+        """A line of the engine's own log (its progress bars, its messages): runs/ID/engine.log."""
+        with self._log_lock, open(self.run_dir / "engine.log", "a", encoding="utf-8") as log:
+            log.write(message.rstrip() + "\n")
+
+    # -- the engine's hooks ----------------------------------------------------------------
+
+    def cid(self, candidate: Candidate) -> str:
+        return candidate_id(candidate, self.project.fingerprint)
+
+    def record_proposal(self, *, status: str, detail: str, text: str = "") -> None:
+        with self._lock:
+            key = (status, detail, text)
+            if self._replayed_proposals[key] > 0:
+                self._replayed_proposals[key] -= 1
+                return
+        self.store.record_proposal(
+            self.run_id, parent_id=None, status=status, detail=detail, text=text
+        )
+
+    def record_lineage(self, candidate: Candidate, parents: Sequence[Candidate]) -> None:
+        """An accepted candidate and the candidates it was made from, recorded as it is
+        accepted (a killed run keeps its lineage so far); the first lineage recorded stands."""
+        cid = self.cid(candidate)
+        with self._lock:
+            if cid in self._lineage:
+                return
+            self._lineage.add(cid)
+        parent_ids = [p for p in dict.fromkeys(self.cid(p) for p in parents) if p != cid]
+        self.store.add_candidate(self.run_id, cid, candidate, parent_ids)
+        with self._lock:
+            self._known.add(cid)
+
+    def recorded(
+        self, candidate: Candidate, item: Item, make: Callable[[], Result], output: Any = _ANY
+    ) -> Result:
+        """The recorded result of `candidate` on `item` (for `output`, when given), else a new
+        one made by `make()` and recorded; counted on the progress line either way."""
+        store, run_id, progress = self.store, self.run_id, self.progress
+        cid = self.cid(candidate)
+        with self._lock:
+            new = cid not in self._known
+            self._known.add(cid)
+        if new:
+            store.add_candidate(run_id, cid, candidate)
+        result = store.find_evaluation(run_id, cid, item.id, self.metric_hash)
+        replayed = result is not None and (output is _ANY or result.output == output)
+        if result is not None and replayed and self._retry:
+            with self._lock:
+                again = (cid, item.id) in self._retry
+                self._retry.discard((cid, item.id))
+            if again:
+                store.forget_evaluation(run_id, cid, item.id, self.metric_hash)
+                replayed = False
+        if result is None or not replayed:
+            result = make()
+            split = self.split_of.get(item.id, "train")
+            store.record_evaluation(run_id, cid, split, result, self.metric_hash)
+        with self._lock:
+            progress.calls += 1
+            progress.replayed += replayed
+            progress.errors += not result.ok
+            # A candidate's own crash is feedback for the next one; a metric or model that keeps
+            # failing is a broken run. Only the latter counts toward the abort.
+            self._faults += not result.ok and result.error_kind != CANDIDATE_ERROR
+            if self.split_of.get(item.id) == "val":
+                # A candidate's own failure counts as 0; a metric or model fault is left out
+                # (skynet.mean): crashing on the hard items cannot raise a candidate's mean.
+                seen = self.val_outcomes.setdefault(cid, {})
+                seen[item.id] = (result.score, result.error_kind, result.ok)
+                if len(seen) == len(self.val):
+                    mean = mean_of(seen.values()).value
+                    if mean is not None and (progress.best_val is None or mean > progress.best_val):
+                        progress.best_val = mean
+        progress.tick()
+        return result
+
+    def check_errors(self, result: Result) -> Result:
+        """The result, unless too many evaluations failed: then the run aborts (RunAborted is
+        raised here, and should_stop() says so to an engine that caught it)."""
+        share = self.cfg.engine.max_error_share
+        with self._lock:
+            errors, calls = self._faults, self.progress.calls
+            if self._aborted:
+                raise self._aborted[0]
+            if calls < MIN_EVALUATIONS_BEFORE_ABORT or errors / calls <= share:
+                return result
+            command = f"`skynet run --resume {self.run_id}`"
+            fix = (
+                f"Fix the model's endpoint, then resume with {command}: what the model failed "
+                "on is asked again (its [models.endpoints] settings may change)"
+                if transient(result)
+                else f"Fix the metric or the artifact, then resume with {command}"
+            )
+            self._aborted.append(
+                RunAborted(
+                    f"{errors} of {calls} evaluations failed (more than {share:.0%}); the last: "
+                    f"{result.error or 'see the records'}. {fix}"
+                )
+            )
+            raise self._aborted[0]
+
+    def evaluate(self, candidate: Candidate, item: Item) -> Result:
+        made = self.recorded(candidate, item, lambda: self.evaluation(candidate, item))
+        return self.check_errors(made)
+
+    def score_output(self, candidate: Candidate, item: Item, output: Any, obs: Any) -> Result:
+        """An output the engine made itself: scored once per (candidate, item, output)."""
+        key = (self.cid(candidate), item.id, json.dumps(output, sort_keys=True, default=repr))
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:  # two threads on the same output (a minibatch may hold an item twice)
+            with self._lock:
+                found = self._memo.get(key)
+            if found is not None:
+                return found  # dspy.GEPA's second call, for feedback: the same verdict
+            result = self.recorded(
+                candidate, item, lambda: self.evaluation.score_output(item, output, obs), output
+            )
+            with self._lock:
+                self._memo[key] = result
+            return self.check_errors(result)
+
+    def record_failure(
+        self, candidate: Candidate, item: Item, failure: BaseException, obs: Any
+    ) -> Result:
+        """A run the engine made itself that raised: the item's evaluation error."""
+        made = self.recorded(candidate, item, lambda: self.evaluation.failure(item, failure, obs))
+        return self.check_errors(made)
+
+    def reflect(self, prompt: str, draw: int, max_tokens: int | None) -> str:
+        reply = self.models.complete(
+            "reflection",
+            [{"role": "user", "content": prompt}],
+            draw=draw,
+            max_tokens=max_tokens,
+            temperature=0.0 if draw == 0 else 0.8,
+            seed=draw,
+        )
+        return reply.text
+
+    def should_stop(self) -> bool:
+        """True once the run aborted, or its time or money budget is spent (named once, in
+        stopped_by)."""
+        if self._aborted:
+            return True
+        budget = self.cfg.budget
+        minutes = (_monotonic() - self._started) / 60
+        if budget.max_minutes is not None and minutes >= budget.max_minutes:
+            self.stopped_by = self.stopped_by or f"max_minutes = {budget.max_minutes:g} reached"
+            return True
+        money = self.models.budget
+        refused = money.refusal
+        if refused is not None:
+            self.stopped_by = self.stopped_by or str(refused).split(". Raise", 1)[0]
+            return True
+        if money.max_cost_usd is not None and money.spent_usd >= money.max_cost_usd:
+            self.stopped_by = self.stopped_by or (
+                f"budget max_cost_usd = ${money.max_cost_usd:g} spent (${money.spent_usd:.4f})"
+            )
+            return True
+        return False
+
+    def context(self) -> EngineContext:
+        """The engine's view of the run."""
+        cfg, plan = self.cfg, self.plan
+        return EngineContext(
+            seed_candidate=self.seed,
+            train=self.train,
+            val=self.val,
+            evaluate=self.evaluate,
+            reflect=self.reflect,
+            record_proposal=self.record_proposal,
+            record_lineage=self.record_lineage,
+            should_stop=self.should_stop,
+            max_metric_calls=self.budget,
+            frontier=plan.frontier,
+            patience=plan.patience,
+            fit_to_budget=plan.fit_to_budget,
+            settings=plan.settings,
+            seed=cfg.engine.seed,
+            minibatch_size=cfg.engine.reflection_minibatch_size,
+            log=self.say,
+            engine_log=self.engine_log,
+            program=(
+                self.project.artifact.as_program(cfg.artifact) if plan.name == "dspy-gepa" else None
+            ),
+            models=self.models,
+            score_output=self.score_output,
+            record_failure=self.record_failure,
+            max_side_info_chars=cfg.engine.max_side_info_chars,
+        )
+
+    # -- driving and ending ----------------------------------------------------------------
+
+    def drive(self, engine: Engine) -> RunOutcome:
+        """Run `engine` to its end, record how the run ended, and write the best candidate.
+
+        Raises:
+            RunAborted: too many evaluations failed (the run is marked aborted).
+            KeyboardInterrupt: Ctrl-C (the run is marked stopped, resumable).
+        """
+        store, run_id = self.store, self.run_id
+        outcome: EngineOutcome | None
+        try:
+            outcome = engine.optimize(self.context())
+            if self._aborted:  # the engine caught the abort (dspy.GEPA scores a failure)
+                raise self._aborted[0]
+        except BudgetExhausted:
+            # A refused call stopped the engine mid-step: the records hold the run so far.
+            outcome = None
+        except KeyboardInterrupt:
+            self.progress.done()
+            store.set_status(run_id, "stopped", error="interrupted")
+            self.say(
+                f"\nstopped; everything so far is recorded. Resume: skynet run --resume {run_id}"
+            )
+            raise
+        except RunAborted as exc:
+            self.progress.done()
+            store.set_status(run_id, "aborted", error=str(exc))
+            raise
+        except Exception as exc:
+            self.progress.done()
+            store.set_status(run_id, "failed", error=f"{type(exc).__name__}: {exc}")
+            raise
+        self.progress.done()
+        return self.finish(outcome)
+
+    def val_mean(self, cid: str) -> float | None:
+        """A candidate's val mean by skynet.mean (the engine's own counts every error as 0);
+        None until every val item is recorded."""
+        seen = self.val_outcomes.get(cid, {})
+        return mean_of(seen.values()).value if len(seen) == len(self.val) else None
+
+    def finish(self, outcome: EngineOutcome | None) -> RunOutcome:
+        """The engine returned (None: a refused call stopped it): its lineage, the best
+        candidate, what stopped the run; the run marked finished."""
+        store, run_id, budget, progress = self.store, self.run_id, self.budget, self.progress
+        if outcome is not None:
+            # The engine's lineage as it returns it, for the candidates it did not record as
+            # they were accepted (a candidate found again, e.g. by a merge: the first stands).
+            for index, candidate in enumerate(outcome.candidates):
+                parents = [outcome.candidates[p] for p in outcome.parents[index] if p is not None]
+                self.record_lineage(candidate, parents)
+        if self.models.budget.refusal is not None:
+            self.should_stop()  # names the refusal as what stopped the run
+            # Stopped mid-step: the engine's own scores may hold items it never evaluated.
+            # The best is the best mean over the candidates whose every val item is recorded.
+            best = self._best_recorded()
+        else:
+            assert outcome is not None
+            best = dict(outcome.best_candidate)
+        stopped_by = self.stopped_by
+        if not stopped_by and budget is not None and progress.calls >= budget:
+            stopped_by = f"max_metric_calls = {budget} reached"
+        if stopped_by:
+            store.set_note(run_id, "stopped_by", stopped_by)
+            self.say(f"stopped: {stopped_by}; the best so far is kept")
+        if budget is not None and progress.calls > budget:
+            # gepa (and dspy.GEPA) stop between iterations, never inside one.
+            replays = (
+                f"; {progress.replayed} of the calls were replayed from the records, not scored "
+                "again"
+                if progress.replayed
+                else ""
+            )
+            self.say(
+                f"metric calls {progress.calls} of {budget}, {progress.calls - budget} over "
+                f"max_metric_calls: the {self.plan.name} engine checks the budget only when an "
+                f"iteration starts, and lets the last iteration's evaluations finish{replays}"
+            )
+        best_id = self.cid(best)
+        store.set_best(run_id, best_id)
+        best_path = self.run_dir / self.project.artifact.best_file
+        self.project.artifact.save(best, best_path)
+        store.set_status(run_id, "finished")
+        return RunOutcome(
+            run_id=run_id,
+            status="finished",
+            best_candidate=best,
+            best_path=best_path,
+            seed_val=self.val_mean(self.seed_id),
+            best_val=self.val_mean(best_id),
+            stopped_by=stopped_by,
+        )
+
+    def _best_recorded(self) -> Candidate:
+        """The recorded candidate with the best val mean (ties: the earliest); the seed when
+        none has every val item recorded."""
+        best, best_mean = dict(self.seed), self.val_mean(self.seed_id)
+        for row in self.store.candidates(self.run_id):
+            mean = self.val_mean(row.id)
+            if mean is not None and (best_mean is None or mean > best_mean):
+                best, best_mean = dict(row.content), mean
+        return best
