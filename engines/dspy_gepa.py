@@ -24,6 +24,7 @@ import io
 import logging
 import re
 import threading
+from collections.abc import Callable
 from typing import Any, cast
 
 from engines.options import dspy_gepa_options
@@ -57,12 +58,22 @@ def _as_failure(exc: Exception) -> Exception:
 class _Proposals:
     """gepa's callbacks inside dspy.GEPA: each reflection's proposal recorded, as the gepa engine
     records its own ("proposed", or "empty" / "unchanged" when the reflection model gave nothing
-    new), and each merge dspy.GEPA tries."""
+    new), and each merge dspy.GEPA tries; each candidate accepted into the pool is recorded
+    with its parents as it is accepted (a killed run keeps its lineage so far)."""
 
-    def __init__(self, ctx: EngineContext) -> None:
+    def __init__(self, ctx: EngineContext, rename: Callable[[str], str]) -> None:
         self.ctx = ctx
+        self.rename = rename  # dspy.GEPA's predictor name -> the artifact's component name
         self.lock = threading.Lock()
         self.parents: dict[int, list[dict[str, str]]] = {}  # iteration -> parents, in order
+        self.pool: dict[int, dict[str, str]] = {}
+
+    def on_valset_evaluated(self, event: Any) -> None:
+        candidate = {self.rename(k): v for k, v in event["candidate"].items()}
+        with self.lock:
+            self.pool[int(event["candidate_idx"])] = candidate
+            parents = [self.pool[p] for p in event["parent_ids"] if p in self.pool]
+        self.ctx.record_lineage(candidate, parents)
 
     def on_proposal_start(self, event: Any) -> None:
         with self.lock:
@@ -252,7 +263,10 @@ class DspyGepaEngine:
             gepa_kwargs={
                 **gepa_kwargs,
                 "stop_callbacks": [lambda state: ctx.should_stop()],
-                "callbacks": [*gepa_kwargs.get("callbacks", ()), _Proposals(ctx)],
+                "callbacks": [
+                    *gepa_kwargs.get("callbacks", ()),
+                    _Proposals(ctx, lambda n: program_artifact.component(_component(n))),
+                ],
             },
         )
         # dspy.GEPA logs every iteration at INFO; Skynet's progress line says what matters.

@@ -35,7 +35,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from engines.options import gepa_options
 from engines.sampling import fit_options
@@ -317,6 +317,21 @@ class _Plateau:
         return False
 
 
+class _Lineage:
+    """GEPA's observation callback: each candidate accepted into the pool is recorded with its
+    parents as it is accepted, so a run killed mid-search keeps its lineage so far."""
+
+    def __init__(self, ctx: EngineContext) -> None:
+        self.ctx = ctx
+        self.pool: dict[int, Candidate] = {}
+
+    def on_valset_evaluated(self, event: Any) -> None:
+        candidate = dict(event["candidate"])
+        self.pool[int(event["candidate_idx"])] = candidate
+        parents = [self.pool[p] for p in event["parent_ids"] if p is not None and p in self.pool]
+        self.ctx.record_lineage(candidate, parents)
+
+
 class _Log:
     """GEPA's logger protocol, onto the run's engine log."""
 
@@ -432,6 +447,7 @@ class GepaEngine:
             ),
             tracking=TrackingConfig(logger=_Log(ctx)),
             merge=MergeConfig(**options.merge) if options.merge is not None else None,
+            callbacks=[cast(Any, _Lineage(ctx))],  # gepa calls the methods a callback has
             stop_callbacks=[
                 _BudgetStopper(ctx, reflector),
                 *([_Plateau(ctx, ctx.patience, per_iteration)] if ctx.patience else []),

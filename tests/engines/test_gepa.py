@@ -60,3 +60,44 @@ def test_records_match_the_engines_result(tmp_path, scripted_server):
     assert seed_id in parents  # lineage from gepa's result
     assert n_val == 8  # the best was scored on the whole val split
     assert val[best_id] == 1.0 and val[seed_id] == 0.0
+
+
+def test_a_killed_run_keeps_the_lineage_of_what_was_accepted_before_the_kill(
+    tmp_path, scripted_server
+):
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    project = make_project(tmp_path / "p", scripted_server.url, budget=60)
+    process: subprocess.Popen[bytes] | None = None
+    reflections = 0
+    lock = threading.Lock()
+
+    def killer(body):
+        nonlocal reflections
+        if is_reflection(body):
+            with lock:
+                reflections += 1
+                if reflections == 2 and process is not None:
+                    # The first proposal was accepted and scored on val; the run dies mid-search.
+                    os.kill(process.pid, signal.SIGKILL)
+        return task_responder(body)
+
+    scripted_server.responder = killer
+    process = subprocess.Popen(
+        [sys.executable, "-m", "skynet.cli", "-C", str(project), "run"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    assert process.wait(timeout=120) == -signal.SIGKILL
+    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
+        (status,) = db.execute("SELECT status FROM runs").fetchone()
+        rows = db.execute("SELECT id, content, parents FROM candidates ORDER BY rowid").fetchall()
+    assert status == "running"  # killed: the end-of-run pass never ran
+    (seed_id, _, seed_parents), (child_id, child, child_parents) = rows
+    assert json.loads(seed_parents) == []
+    assert BETTER in child and json.loads(child_parents) == [seed_id] and child_id != seed_id
