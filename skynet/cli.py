@@ -15,81 +15,30 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skynet import __version__
+from skynet import __version__, packages
+from skynet.commands import (
+    EXIT_FAULT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USER,
+    folder_of,
+    key_values,
+    overrides_of,
+    with_dir,
+    with_models,
+    write_text,
+)
 from skynet.errors import ConfigError, ModelError, SkynetError
 from skynet.terminal import printable
 
 if TYPE_CHECKING:
-    from skynet.config import Overrides
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-EXIT_OK, EXIT_FAULT, EXIT_USER, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-
-def _project_dir(args: argparse.Namespace) -> Path:
-    base = Path(args.C).expanduser() if args.C else Path.cwd()
-    target = getattr(args, "dir", None)
-    return (base / target) if target else base
-
-
-# The flags that set one skynet.toml key each: (the args attribute, the key).
-_FLAG_KEYS = (
-    ("max_metric_calls", "budget.max_metric_calls"),
-    ("max_cost_usd", "budget.max_cost_usd"),
-    ("max_minutes", "budget.max_minutes"),
-    ("engine", "engine.name"),
-    ("seed", "engine.seed"),
-    ("concurrency", "engine.concurrency"),
-    ("task_model", "models.task"),
-    ("reflection_model", "models.reflection"),
-    ("metric_model", "models.metric"),
-)
-
-
-def _overrides(args: argparse.Namespace) -> Overrides:
-    """The flags' keys and values, each remembering the flag it came from for messages."""
-    from skynet.config import Overrides
-
-    found: dict[str, Any] = {}
-    given: dict[str, str] = {}
-    for attr, key in _FLAG_KEYS:
-        value = getattr(args, attr, None)
-        if value is not None:
-            found[key], given[key] = value, f"--{attr.replace('_', '-')} {value}"
-    settings = getattr(args, "set", None) or []
-    found.update(_key_values(settings, "--set", "engine.seed=3"))
-    for setting in settings:
-        given[setting.partition("=")[0].strip()] = f"--set {setting}"
-    return Overrides(found, given=given)
-
-
-def _key_values(settings: list[str] | None, flag: str, example: str) -> dict[str, Any]:
-    """KEY=VALUE flags as a dict, each value read as TOML (else as text)."""
-    found: dict[str, Any] = {}
-    for setting in settings or []:
-        key, sep, raw = setting.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"{flag} {setting!r}: write KEY=VALUE, e.g. {flag} {example}")
-        found[key.strip()] = _toml_value(raw.strip())
-    return found
-
-
-def _toml_value(raw: str) -> Any:
-    """A --set value read as TOML (numbers, booleans, lists, quoted strings), else as text."""
-    try:
-        return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        return raw
+    pass
 
 
 def cmd_init(args: argparse.Namespace) -> int:
     from skynet.starter import write_starter
 
-    target = _project_dir(args)
+    target = folder_of(args)
     written = write_starter(target)
     print(f"wrote a starter project in {target}: {', '.join(p.name for p in written)}")
     print(f"next: skynet check {target}  then  skynet run {target}")
@@ -100,7 +49,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from skynet.models import configure
     from skynet.runner import engine_plan, open_project, self_test
 
-    project = open_project(_project_dir(args), _overrides(args))
+    project = open_project(folder_of(args), overrides_of(args))
     configure(project.config.models_config(), base_dir=project.dir)
     ds = project.dataset
     print(
@@ -121,7 +70,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from skynet.runner import run
     from skynet.runs.report import render_text, summarize
 
-    overrides = _overrides(args)
+    overrides = overrides_of(args)
     if args.resume:
         # A resumed run keeps the budget it was started with, unless a flag says otherwise.
         store, _ = _open_run(args)
@@ -134,7 +83,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C
     outcome = run(project, resume=args.resume)
     store = project.open_store()
-    print(render_text(summarize(store, outcome.run_id)))
+    print(render_text(summarize(store, outcome.run_id, project_dir=project.dir)))
     print(f"best candidate written to {outcome.best_path}")
     return EXIT_OK
 
@@ -177,7 +126,7 @@ def _runs_db(args: argparse.Namespace) -> Path | None:
     folder, is one line saying so (not "no runs")."""
     from skynet.storage import folder_error
 
-    folder = _project_dir(args) / ".skynet"
+    folder = folder_of(args) / ".skynet"
     if folder.exists() and not folder.is_dir():
         raise folder_error(folder, NotADirectoryError(folder), what="run records")
     path = folder / "runs.db"
@@ -234,10 +183,10 @@ def _open_project(
     from skynet.config import CONFIG_FILE
     from skynet.runner import open_project
 
-    folder = _project_dir(args)
+    folder = folder_of(args)
     if not (folder / CONFIG_FILE).is_file():
         _say_why_no_project(args, folder, command)
-    return open_project(folder, _overrides(args) if overrides is None else overrides)
+    return open_project(folder, overrides_of(args) if overrides is None else overrides)
 
 
 def _say_why_no_project(args: argparse.Namespace, folder: Path, command: str) -> None:
@@ -272,7 +221,7 @@ def _open_run(args: argparse.Namespace) -> tuple[Any, str]:
     path = _runs_db(args)
     if path is None:
         raise ConfigError(
-            f"{_project_dir(args) / '.skynet'}: no runs recorded here; skynet run starts one"
+            f"{folder_of(args) / '.skynet'}: no runs recorded here; skynet run starts one"
         )
     store = RunStore(path)
     run_id = getattr(args, "run", None)
@@ -285,22 +234,6 @@ def _open_run(args: argparse.Namespace) -> tuple[Any, str]:
     return store, run_id
 
 
-def _judge_record(project_dir: Path, config: dict[str, Any]) -> tuple[Any, str]:
-    """A judge-scored run's validation record (for the PPI figures), or why there is none."""
-    from skynet.scorers.judge import JudgeValidation
-
-    if (config.get("metric") or {}).get("name") != "judge":
-        return None, ""
-    section = config.get("judge") or {}
-    path = Path(section.get("validation") or "judge-validation.json")
-    if not path.is_absolute():
-        path = project_dir / path
-    try:
-        return JudgeValidation.load(path), ""
-    except SkynetError as exc:
-        return None, f"no PPI-corrected accuracy: {exc}"
-
-
 def cmd_show(args: argparse.Namespace) -> int:
     from skynet.runner import current_metric_hash
     from skynet.runs.lock import writing
@@ -308,7 +241,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     store, run_id = _open_run(args)
     run = store.get_run(run_id)
-    record, note = _judge_record(_project_dir(args), run.config)
     # After a rescore, the report counts the scores of the metric it was rescored with; results
     # graded under another hash than the project's current one (an edited reference, a changed
     # scoring config) are marked stale.
@@ -316,37 +248,17 @@ def cmd_show(args: argparse.Namespace) -> int:
         store,
         run_id,
         metric_hash=run.notes.get("metric_hash"),
-        judge_record=record,
-        judge_note=note,
-        current_hash=current_metric_hash(_project_dir(args)),
+        current_hash=current_metric_hash(folder_of(args)),
+        project_dir=folder_of(args),
     )
     print(render_text(summary))
     if run.status == "running" and not writing(store.path.parent, run_id):
         print(_orphaned(run_id))
     if args.html:
         target = Path(args.html)
-        _write_text(target, render_html(summary), flag="--html", example="report.html")
+        write_text(target, render_html(summary), flag="--html", example="report.html")
         print(f"wrote {target}")
     return EXIT_OK
-
-
-def _write_text(target: Path, text: str, *, flag: str, example: str) -> None:
-    """Write a file the user named with `flag`, or a ConfigError saying why it cannot be."""
-    try:
-        target.write_text(text, encoding="utf-8")
-    except IsADirectoryError:
-        raise ConfigError(
-            f"{target}: is a directory; give {flag} a file path, e.g. {flag} {target / example}"
-        ) from None
-    except FileNotFoundError:
-        raise ConfigError(
-            f"{target}: the folder {target.parent} does not exist; create it, or give {flag} "
-            "a path in a folder that exists"
-        ) from None
-    except OSError as exc:
-        raise ConfigError(
-            f"{target}: cannot write it ({exc.strerror or exc}); give {flag} another path"
-        ) from None
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:
@@ -386,7 +298,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
                 expected={c: row[c] for c in outputs},
             )
         )
-    options = _key_values(args.option, "--option", "ordering=strict")
+    options = key_values(args.option, "--option", "ordering=strict")
     report = scorers.selftest(scorers.get(args.scorer, **options), items)
     print(report.summary())
     return EXIT_OK if report.ok else EXIT_USER
@@ -417,41 +329,8 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         f"error(s) kept; {done.not_rescorable} not rescorable (output not JSON); "
         f"{done.items_gone} item(s) no longer in the data"
     )
-    print(render_text(summarize(store, run_id, metric_hash=done.metric_hash)))
-    return EXIT_OK
-
-
-def cmd_reference(args: argparse.Namespace) -> int:
-    from skynet.config import load_config
-    from skynet.data import load_dataset
-    from skynet.reference_set import MARK_FILE, read_mark, reference_hash, verify
-
-    project_dir = _project_dir(args)
-    config = load_config(project_dir)
-    dataset = load_dataset(config)
-    data = config.data
-    data_file = data.path or ", ".join(f for f in (data.train, data.val, data.test) if f)
-    items = len(dataset.train) + len(dataset.val) + len(dataset.test)
-    if args.reference_command == "verify":
-        mark = verify(project_dir, dataset, data_file)
-        print(
-            f"verified the reference set: {mark.items} item(s) from {data_file} "
-            f"(hash {mark.hash[:12]}); wrote {project_dir / MARK_FILE} — commit it"
-        )
-        return EXIT_OK
-    mark = read_mark(project_dir)
-    current = reference_hash(dataset)
-    print(f"reference set: {items} item(s) from {data_file} (hash {current[:12]})")
-    if mark is None:
-        print(f"not verified: no {MARK_FILE}; review it, then run `skynet reference verify`")
-        return EXIT_USER
-    if mark.hash != current:
-        print(
-            f"changed since it was verified ({mark.verified}, {mark.items} item(s)): review it, "
-            "then run `skynet reference verify`"
-        )
-        return EXIT_USER
-    print(f"verified {mark.verified} ({MARK_FILE})")
+    summary = summarize(store, run_id, metric_hash=done.metric_hash, project_dir=project.dir)
+    print(render_text(summary))
     return EXIT_OK
 
 
@@ -569,77 +448,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_judge_collect(args: argparse.Namespace) -> int:
-    import json
-
-    from skynet.config import load_config
-    from skynet.judge_project import collect_labels
-
-    project_dir = _project_dir(args)
-    config = load_config(project_dir, _overrides(args))
-    out = Path(args.out)
-    if not out.is_absolute():
-        out = project_dir / out
-    if out.exists() and not args.force:
-        raise ConfigError(
-            f"{out}: already exists (it may hold labels); pass --force to overwrite it, or "
-            "--out another file"
-        )
-    run_id, rows = collect_labels(config, args.run, n=args.n, seed=args.sample_seed)
-    lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-    _write_text(out, lines, flag="--out", example="labels.jsonl")
-    print(
-        f"wrote {len(rows)} output(s) of run {run_id} to {out} (blind: no judge verdict); set "
-        '"human" to true (right) or false (wrong) on each line, then: skynet judge validate '
-        f"--labels {args.out}"
-    )
-    return EXIT_OK
-
-
-def cmd_judge_validate(args: argparse.Namespace) -> int:
-    from skynet.config import load_config
-    from skynet.judge_project import project_judge
-    from skynet.models import configure
-    from skynet.scorers.judge import judge_labelled, judge_problems, judge_validate, read_labels
-
-    project_dir = _project_dir(args)
-    config = load_config(project_dir, _overrides(args))
-    judge, thresholds, target = project_judge(config)
-    labels = Path(args.labels)
-    if not labels.is_absolute() and not labels.exists():
-        labels = project_dir / labels
-    rows = read_labels(labels)
-    models = configure(config.models_config(), base_dir=project_dir)
-    pairs = judge_labelled(judge, rows, models=models)
-    record = judge_validate(
-        judge,
-        pairs,
-        B=args.B,
-        seed=args.bootstrap_seed,
-        thresholds=thresholds,
-        ids=[r.id for r in rows],
-    )
-    record.save(target)
-    spent = models.ledgers["metric"].totals()
-    print(
-        f"judge {judge.config_hash[:12]} ({judge.model}) against {record.n} human label(s); "
-        f"{spent.calls} judge call(s), ${spent.cost_usd:.4f}"
-    )
-    for name in ("accuracy", "kappa", "tpr", "tnr", "balanced_accuracy"):
-        value = getattr(record, name)
-        shown = "undefined" if value is None else str(value)
-        print(f"  {name:<18} {shown}")
-    for note in record.notes:
-        print(f"  note: {note}")
-    problems = judge_problems(record, judge, thresholds)
-    print(f"wrote {target}")
-    if problems:
-        print(f"does not pass ({thresholds.describe()}): {'; '.join(problems)}")
-        return EXIT_USER
-    print(f"passes ({thresholds.describe()}): the judge may score runs")
-    return EXIT_OK
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="skynet",
@@ -648,20 +456,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"skynet {__version__}")
     parser.add_argument("-C", metavar="DIR", help="run as if started in DIR (like git -C)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def with_dir(p: argparse.ArgumentParser) -> None:
-        p.add_argument("dir", nargs="?", help="the project folder (default: the current one)")
-
-    def with_models(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--task-model", help="models.task")
-        p.add_argument("--reflection-model", help="models.reflection")
-        p.add_argument("--metric-model", help="models.metric")
-        p.add_argument(
-            "--set",
-            action="append",
-            metavar="KEY=VALUE",
-            help="override any skynet.toml key, e.g. --set artifact.max_tokens=64 (repeatable)",
-        )
 
     p = sub.add_parser("init", help="write a starter project that `skynet run` runs as it is")
     with_dir(p)
@@ -714,17 +508,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", help="the run (default: the latest)")
     p.set_defaults(func=cmd_rescore)
 
-    p = sub.add_parser("reference", help="the verified reference set of metric 'reference'")
-    reference = p.add_subparsers(dest="reference_command", required=True, metavar="STEP")
-    p = reference.add_parser(
-        "verify", help="mark the expected outputs as reviewed: write reference.verified.json"
-    )
-    with_dir(p)
-    p.set_defaults(func=cmd_reference)
-    p = reference.add_parser("show", help="say how many references, from which file, verified")
-    with_dir(p)
-    p.set_defaults(func=cmd_reference)
-
     p = sub.add_parser("eval", help="score a candidate on a split and record it")
     with_dir(p)
     with_models(p)
@@ -741,31 +524,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_eval)
 
-    p = sub.add_parser("judge", help="validate the LLM judge against blind human labels")
-    judge = p.add_subparsers(dest="judge_command", required=True, metavar="STEP")
-    p = judge.add_parser("collect", help="write a blind sample of a run's outputs to label")
-    with_dir(p)
-    p.add_argument("--run", help="the run whose outputs to draw (default: the latest)")
-    p.add_argument("--n", type=int, default=50, help="how many outputs to draw (default 50)")
-    p.add_argument(
-        "--seed", dest="sample_seed", type=int, default=0, help="the draw's seed (default 0)"
-    )
-    p.add_argument("--out", default="labels.jsonl", help="the file to write (default labels.jsonl)")
-    p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
-    p.set_defaults(func=cmd_judge_collect)
-    p = judge.add_parser("validate", help="judge the labelled rows; write the validation record")
-    with_dir(p)
-    with_models(p)
-    p.add_argument("--labels", required=True, help="the labelled file (JSONL from collect)")
-    p.add_argument("--B", type=int, default=200, help="bootstrap resamples (default 200)")
-    p.add_argument(
-        "--seed",
-        dest="bootstrap_seed",
-        type=int,
-        default=0,
-        help="the bootstrap's seed (default 0)",
-    )
-    p.set_defaults(func=cmd_judge_validate)
+    # A scorer package's own commands (skynet judge, skynet reference, a plugin's).
+    for problem in packages.add_commands(sub):
+        print(f"skynet: warning: {printable(problem)}", file=sys.stderr)
     return parser
 
 

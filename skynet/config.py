@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import inspect
 import json
 import math
@@ -28,6 +29,7 @@ from pydantic import (
     PrivateAttr,
     ValidationError,
     ValidationInfo,
+    create_model,
     field_validator,
     model_validator,
 )
@@ -53,13 +55,15 @@ __all__ = [
     "DataConfig",
     "EndpointConfig",
     "EngineConfig",
-    "JudgeSection",
-    "JudgeThresholdsConfig",
+    "Float",
+    "Int",
     "MetricConfig",
     "ModelsSection",
     "Overrides",
     "config_from_tables",
+    "config_model",
     "PriceConfig",
+    "Section",
     "SplitConfig",
     "load_config",
 ]
@@ -90,11 +94,14 @@ Int = Annotated[int, BeforeValidator(_not_bool)]
 Float = Annotated[float, BeforeValidator(_not_bool), Field(allow_inf_nan=False)]
 
 
-class _Section(BaseModel):
+class Section(BaseModel):
+    """A table of skynet.toml: unknown keys refused, values frozen. A scorer package's own
+    section (skynet.packages) is one too, so its errors read like every other key's."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class SplitConfig(_Section):
+class SplitConfig(Section):
     """Seeded split by fractions. Fractions left out count as 0 once any fraction is given."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -131,7 +138,7 @@ class SplitConfig(_Section):
         return self
 
 
-class DataConfig(_Section):
+class DataConfig(Section):
     """[data]: where the items are, which columns are inputs and outputs, how to split."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -213,7 +220,7 @@ class DataConfig(_Section):
         return self
 
 
-class ArtifactConfig(_Section):
+class ArtifactConfig(Section):
     """[artifact]: what is being optimized."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -301,7 +308,7 @@ class ArtifactConfig(_Section):
         return data
 
 
-class MetricConfig(_Section):
+class MetricConfig(Section):
     """[metric]: the user's metric.py, or a built-in scorer by name."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -327,7 +334,7 @@ class MetricConfig(_Section):
         return self
 
 
-class EngineConfig(_Section):
+class EngineConfig(Section):
     """[engine]: which optimizer runs, and its knobs."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -390,7 +397,7 @@ def _engine_name(value: Any) -> Any:
     return value
 
 
-class BudgetConfig(_Section):
+class BudgetConfig(Section):
     """[budget]: the run stops cleanly at the first limit reached.
 
     max_cost_usd is kept by reservation: every model call holds its worst-case cost before it
@@ -410,7 +417,7 @@ class BudgetConfig(_Section):
     )
 
 
-class PriceConfig(_Section):
+class PriceConfig(Section):
     """[models.prices."NAME"]: a declared price, USD per million tokens."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -421,7 +428,7 @@ class PriceConfig(_Section):
     )
 
 
-class EndpointConfig(_Section):
+class EndpointConfig(Section):
     """[models.endpoints."NAME"]: how to reach one model and how hard to push it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -457,7 +464,7 @@ class EndpointConfig(_Section):
         return value
 
 
-class ModelsSection(_Section):
+class ModelsSection(Section):
     """[models]: the model for each role, declared prices and endpoints, the call cache."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -489,68 +496,7 @@ class ModelsSection(_Section):
     )
 
 
-class JudgeThresholdsConfig(_Section):
-    """[judge.thresholds]: what a validation record must show before the judge may score."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    min_n: Int = Field(default=30, ge=1, description="an integer >= 1 (labelled items)")
-    min_accuracy: Float | None = Field(
-        default=0.8, ge=0, le=1, description="a number in [0, 1] (agreement with the labels)"
-    )
-    min_kappa: Float | None = Field(
-        default=0.6, ge=-1, le=1, description="a number in [-1, 1] (Cohen's kappa)"
-    )
-    min_tpr: Float | None = Field(default=None, ge=0, le=1, description="a number in [0, 1]")
-    min_tnr: Float | None = Field(default=None, ge=0, le=1, description="a number in [0, 1]")
-    min_balanced_accuracy: Float | None = Field(
-        default=None, ge=0, le=1, description="a number in [0, 1]"
-    )
-    bound: Literal["estimate", "low"] = Field(
-        default="estimate",
-        description='"estimate" (hold the point estimates) or "low" (their intervals\' low ends)',
-    )
-
-
-class JudgeSection(_Section):
-    """[judge]: the LLM judge `metric = "judge"` scores with, and its validation record."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    model: str = Field(
-        default="", description='a litellm model name, or "" for the metric (else reflection) model'
-    )
-    instructions: str = Field(
-        min_length=1, description='what the judge checks, e.g. "Is the output the same city?"'
-    )
-    mode: Literal["grade"] = Field(default="grade", description='"grade"')
-    grades: list[str] = Field(
-        default_factory=lambda: ["pass", "fail"],
-        min_length=2,
-        description='a list of single words, e.g. ["pass", "fail"]',
-    )
-    positive: str = Field(default="pass", description='the grade that means right, e.g. "pass"')
-    orders: list[Literal["reference-first", "output-first"]] = Field(
-        default_factory=lambda: ["reference-first", "output-first"],
-        min_length=1,
-        description='a list of "reference-first" and/or "output-first"',
-    )
-    label: str | None = Field(
-        default=None, description="the output column holding the label (when there are several)"
-    )
-    validation: str = Field(
-        default="judge-validation.json",
-        min_length=1,
-        description='the validation record\'s path, e.g. "judge-validation.json"',
-    )
-    temperature: Float = Field(default=0.0, ge=0, le=2, description="a number in [0, 2]")
-    max_tokens: Int = Field(default=64, ge=1, description="an integer >= 1")
-    thresholds: JudgeThresholdsConfig = Field(
-        default_factory=JudgeThresholdsConfig, description="a [judge.thresholds] table"
-    )
-
-
-class Config(_Section):
+class Config(Section):
     """The whole of skynet.toml, validated. Build it with load_config().
 
     `project_dir` (the folder holding skynet.toml) is not part of the file; relative paths in
@@ -567,9 +513,6 @@ class Config(_Section):
     engine: EngineConfig = Field(default_factory=EngineConfig, description="an [engine] section")
     budget: BudgetConfig = Field(default_factory=BudgetConfig, description="a [budget] section")
     models: ModelsSection = Field(default_factory=ModelsSection, description="a [models] section")
-    judge: JudgeSection | None = Field(
-        default=None, description='a [judge] section (for metric = "judge")'
-    )
 
     _project_dir: Path = PrivateAttr(default_factory=Path.cwd)
 
@@ -577,6 +520,11 @@ class Config(_Section):
     def project_dir(self) -> Path:
         """The folder holding skynet.toml; relative paths in the file resolve against it."""
         return self._project_dir
+
+    def section(self, name: str) -> Any:
+        """A scorer package's section, e.g. [judge], validated by the package's own model
+        (skynet.packages); None when the file has none."""
+        return None if name in Config.model_fields else getattr(self, name, None)
 
     def as_dict(self) -> dict[str, Any]:
         """The settings as a plain JSON-able dict (recorded with each run), defaults filled in."""
@@ -691,10 +639,11 @@ def load_config(project_dir: Path | str, overrides: Mapping[str, Any] | None = N
     for key, value in (overrides or {}).items():
         source = given.get(key) or f"override '{key}'"
         applied.append((_apply_override(raw, key, value, source), source))
+    model = config_model(raw)
     try:
-        config = Config.model_validate(raw)
+        config = model.model_validate(raw)
     except ValidationError as exc:
-        raise _config_error(exc, file, applied) from None
+        raise _config_error(exc, file, applied, model) from None
     config._project_dir = folder
     return config
 
@@ -718,12 +667,58 @@ def config_from_tables(
     raw = copy.deepcopy(dict(tables))
     if isinstance(raw.get("metric"), str):
         raw["metric"] = {"name": raw["metric"]}
+    model = config_model(raw)
     try:
-        config = Config.model_validate(raw, context={"rows_given": rows_given})
+        config = model.model_validate(raw, context={"rows_given": rows_given})
     except ValidationError as exc:
-        raise _config_error(exc, Path(source), []) from None
+        raise _config_error(exc, Path(source), [], model) from None
     config._project_dir = Path(project_dir).absolute()
     return config
+
+
+# -- the sections scorer packages own ---------------------------------------------------------
+
+
+def config_model(raw: Mapping[str, Any]) -> type[Config]:
+    """The Config model for `raw` (a file's tables, or a run's recorded config): Config with the
+    sections of the scorer packages (skynet.packages) it may hold: every built-in package's, and
+    a plugin package's when `raw` has its section or names it as the metric (a plugin is
+    imported only when asked for)."""
+    from skynet import registry
+
+    wanted = set(registry.BUILTIN["package"])
+    metric = raw.get("metric")
+    named = metric.get("name") if isinstance(metric, Mapping) else None
+    for key in [*raw, named]:
+        if (
+            isinstance(key, str)
+            and key not in Config.model_fields
+            and registry.is_known("package", key)
+        ):
+            wanted.add(key)
+    return _with_sections(tuple(sorted(wanted)))
+
+
+@functools.cache
+def _with_sections(names: tuple[str, ...]) -> type[Config]:
+    from skynet import registry
+
+    fields: dict[str, Any] = {}
+    for name in names:
+        section = registry.load("package", name).section
+        if section is not None and name not in Config.model_fields:
+            fields[name] = (
+                section | None,
+                Field(default=None, description=f'a [{name}] section (for metric = "{name}")'),
+            )
+    if not fields:
+        return Config
+    # Named in this module, so a Config pickles and unpickles as the same class.
+    qualname = "_Config_" + "_".join(re.sub(r"\W", "_", n) for n in fields)
+    model = create_model(qualname, __base__=Config, __module__=__name__, **fields)
+    model.__qualname__ = qualname
+    globals()[qualname] = model
+    return model
 
 
 # -- reading and overriding ---------------------------------------------------------------------
@@ -832,8 +827,10 @@ def _walk(
             yield from _walk(cls, (*key, "*") if is_dict else key)
 
 
-# Every known key, "*" standing for a model name under prices/endpoints.
-_KNOWN: dict[tuple[str, ...], FieldInfo] = dict(_walk(Config, ()))
+@functools.cache
+def _known(model: type[BaseModel]) -> dict[tuple[str, ...], FieldInfo]:
+    """Every key `model` knows, "*" standing for a model name under prices/endpoints."""
+    return dict(_walk(model, ()))
 
 
 def _fits(pattern: tuple[str, ...], loc: tuple[Any, ...]) -> bool:
@@ -842,14 +839,14 @@ def _fits(pattern: tuple[str, ...], loc: tuple[Any, ...]) -> bool:
     )
 
 
-def _field(loc: tuple[Any, ...]) -> FieldInfo | None:
-    return next((info for pattern, info in _KNOWN.items() if _fits(pattern, loc)), None)
+def _field(loc: tuple[Any, ...], known: Mapping[tuple[str, ...], FieldInfo]) -> FieldInfo | None:
+    return next((info for pattern, info in known.items() if _fits(pattern, loc)), None)
 
 
-def _suggest(loc: tuple[Any, ...]) -> str | None:
+def _suggest(loc: tuple[Any, ...], known: Mapping[tuple[str, ...], FieldInfo]) -> str | None:
     wanted = _dotted(loc)
     candidates = []
-    for pattern in _KNOWN:
+    for pattern in known:
         concrete = tuple(
             str(loc[i]) if part == "*" and i < len(loc) else ("NAME" if part == "*" else part)
             for i, part in enumerate(pattern)
@@ -867,16 +864,16 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _describe(error: Any) -> str:
+def _describe(error: Any, known: Mapping[tuple[str, ...], FieldInfo]) -> str:
     loc = tuple(error["loc"])
     key = _dotted(loc)
     kind = error["type"]
     if kind == "extra_forbidden":
-        suggestion = _suggest(loc)
+        suggestion = _suggest(loc, known)
         if suggestion:
             return f"unknown key '{key}'; did you mean '{suggestion}'?"
         return f"unknown key '{key}'; remove it (see the skynet.toml reference in docs/)"
-    info = _field(loc)
+    info = _field(loc, known)
     wanted = info.description if info is not None and info.description else None
     if kind == "missing":
         if len(loc) == 1:
@@ -899,7 +896,10 @@ def _describe(error: Any) -> str:
 
 
 def _config_error(
-    exc: ValidationError, file: Path, overridden: list[tuple[tuple[str, ...], str]]
+    exc: ValidationError,
+    file: Path,
+    overridden: list[tuple[tuple[str, ...], str]],
+    model: type[BaseModel],
 ) -> ConfigError:
     # An unknown key explains the errors it causes (a misspelt required key is also "missing").
     errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
@@ -915,7 +915,7 @@ def _config_error(
             # unknown key is the whole one given, and the nearest known key is sought for it.
             source, first = given, {**first, "loc": key}
             break
-    message = f"{source}: {_describe(first)}"
+    message = f"{source}: {_describe(first, _known(model))}"
     if len(errors) > 1:
         more = len(errors) - 1
         message += f" ({more} more problem{'s' if more > 1 else ''} after this one)"

@@ -1,5 +1,5 @@
-"""One registry for artifact kinds, engines and scorers: the built-ins by name, and third-party plugins found
-through Python entry points, so a plugin needs no edit to Skynet.
+"""One registry for artifact kinds, engines, scorers and scorer packages: the built-ins by name,
+and third-party plugins found through Python entry points, so a plugin needs no edit to Skynet.
 
 A plugin package declares, in its pyproject.toml:
 
@@ -11,6 +11,10 @@ A plugin package declares, in its pyproject.toml:
 
     [project.entry-points."skynet.scorers"]
     my-scorer = "my_package.scorer:MyScorer"      # a class implementing the Scorer protocol
+
+    [project.entry-points."skynet.packages"]
+    my-scorer = "my_package.project:PACKAGE"      # a skynet.packages.ScorerPackage: the scorer's
+                                                  # own skynet.toml section, commands, report
 
 Once it is installed, `[artifact] kind = "my-kind"`, `[engine] name = "my-engine"` and `metric = "my-scorer"` find it (also
 `skynet.optimize(engine="my-engine", metric="my-scorer")`). A built-in name cannot be taken by a
@@ -31,7 +35,12 @@ from skynet.errors import ConfigError
 __all__ = ["GROUPS", "BUILTIN", "names", "load", "is_known"]
 
 # kind -> entry-point group
-GROUPS = {"artifact": "skynet.artifacts", "engine": "skynet.engines", "scorer": "skynet.scorers"}
+GROUPS = {
+    "artifact": "skynet.artifacts",
+    "engine": "skynet.engines",
+    "scorer": "skynet.scorers",
+    "package": "skynet.packages",
+}
 
 # kind -> name -> "module:attribute"; a new built-in adds one line here. "auto" is Skynet's
 # planner over the engines (engines.auto), named like one.
@@ -53,6 +62,11 @@ BUILTIN: dict[str, dict[str, str]] = {
         "reference": "skynet.scorers.reference:ReferenceScorer",
         "xlam-tool-call": "skynet.scorers.xlam:XlamToolCall",
     },
+    # A scorer that needs a project folder (skynet.packages.ScorerPackage), by its metric name.
+    "package": {
+        "judge": "skynet.judge:PACKAGE",
+        "reference": "skynet.reference:PACKAGE",
+    },
 }
 
 # Where each kind's name is set, for the messages.
@@ -60,6 +74,7 @@ _SET_BY = {
     "artifact": "[artifact] kind in skynet.toml",
     "engine": "[engine] name in skynet.toml, --engine, or engine= in skynet.optimize()",
     "scorer": "metric = NAME in skynet.toml, or metric= in skynet.optimize()",
+    "package": "metric = NAME in skynet.toml",
 }
 
 
@@ -72,7 +87,7 @@ def _plugins(kind: str) -> dict[str, metadata.EntryPoint]:
 
 
 def names(kind: str) -> list[str]:
-    """Every name of `kind` ("artifact", "engine" or "scorer"): the built-ins, then the plugins, sorted."""
+    """Every name of `kind` (a key of GROUPS): the built-ins, then the plugins, sorted."""
     return sorted(BUILTIN[kind]) + sorted(_plugins(kind))
 
 

@@ -118,37 +118,22 @@ def open_project(project_dir: Path, overrides: dict[str, Any] | None = None) -> 
 def _project_metric(
     project_dir: Path, config: Config, dataset: Dataset, *, verified: bool = True
 ) -> Metric:
-    """The project's metric: metric.py, or a built-in scorer by name.
+    """The project's metric: metric.py, a built-in scorer by name, or a scorer package's
+    (skynet.packages: the judge, reference, or a plugin's), which builds it from the project.
 
-    `verified=False` skips the reference set's verification (the hash is still that of the
-    references as they are), for reporting what is stale.
+    `verified=False` asks a package for its metric without refusing what a run would refuse
+    (an unverified reference set), for reporting what is stale.
     """
-    if config.metric.name == "judge":
-        # The judge scores only when its validation record accepts it: JudgeUnvalidated otherwise.
-        from skynet.judge_project import project_judge_metric
+    from skynet.packages import package_for
 
-        return project_judge_metric(config)
-    if config.metric.name == "reference":
-        from skynet.reference_set import check_verified, reference_hash
-
-        # Refused before anything else is loaded: a grade against unreviewed references is noise.
-        ref_hash = check_verified(project_dir, dataset) if verified else reference_hash(dataset)
-        return _reference_metric(project_dir, config, ref_hash)
+    package = package_for(config.metric.name)
+    if package is not None:
+        return package.metric(project_dir, config, dataset, verified=verified)
     if config.metric.name:
         from skynet.scorers import scorer_metric
 
         return scorer_metric(config.metric.name, config.metric.options)
     return load_metric(project_dir / config.metric.path)
-
-
-def _reference_metric(project_dir: Path, config: Config, reference_hash: str) -> Metric:
-    """The `reference` scorer as the run's metric: embeddings cached in the project's .skynet,
-    and a hash that covers the scoring config and the reference set, so results graded under
-    an older reference or config are stale."""
-    from skynet.scorers import scorer_metric
-
-    options = {"cache_dir": project_dir / ".skynet", **config.metric.options}
-    return scorer_metric("reference", options, depends_on=(reference_hash,))
 
 
 def current_metric_hash(project_dir: Path) -> str | None:

@@ -1,11 +1,13 @@
-"""Plugins: an artifact kind, an engine and a scorer in a throwaway package, installed with entry
-points in the groups "skynet.artifacts", "skynet.engines" and "skynet.scorers", are found by name
-with no edit to Skynet: from skynet.toml through the CLI (in a process of its own), and from
-skynet.optimize."""
+"""Plugins: an artifact kind, an engine, a scorer and a scorer package in a throwaway package,
+installed with entry points in the groups "skynet.artifacts", "skynet.engines", "skynet.scorers"
+and "skynet.packages", are found by name with no edit to Skynet: from skynet.toml through the CLI
+(in a process of its own), and from skynet.optimize. The scorer package brings its own
+skynet.toml section, its own `skynet` subcommand and its own section of the report."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -121,6 +123,61 @@ class TinyContains:
         if wanted in reply.text.lower():
             return Verdict(True, "contains", "the reply names it")
         return Verdict(False, "missing", f"the reply should name {item.expected[self.column]}")
+
+
+from pydantic import Field
+
+from skynet.commands import EXIT_OK, folder_of, with_dir
+from skynet.config import Section, load_config
+from skynet.packages import ReportSection
+
+
+class PanelSection(Section):
+    """[tiny-panel]: which output column the panel checks."""
+
+    column: str = Field(min_length=1, description='an output column, e.g. "capital"')
+
+
+class TinyPanel:
+    """A scorer package: [tiny-panel] column picks what TinyContains checks; `skynet
+    tiny-panel show` says what it is set to; the report counts the items the best got right."""
+
+    name = "tiny-panel"
+    section = PanelSection
+
+    def metric(self, project_dir, config, dataset, *, verified):
+        from skynet.scorers import metric_of
+
+        section = config.section("tiny-panel")
+        if section is None:
+            raise ConfigError(f"{project_dir / 'skynet.toml'}: add a [tiny-panel] section")
+        return metric_of(TinyContains(column=section.column), options={"column": section.column})
+
+    def add_commands(self, commands):
+        p = commands.add_parser("tiny-panel", help="the tiny panel's settings")
+        with_dir(p)
+        p.set_defaults(func=self.show)
+
+    def show(self, args):
+        section = load_config(folder_of(args)).section("tiny-panel")
+        print(f"tiny-panel checks column {section.column}")
+        return EXIT_OK
+
+    def report(self, view):
+        best = dict(view.shown).get("best")
+        right = [
+            e.item_id for e in view.evaluations
+            if e.candidate_id == best and e.split == "val" and e.score == 1.0
+        ]
+        return ReportSection(
+            title="Tiny panel",
+            header=("candidate", "val items right"),
+            rows=((str(best), str(len(right))),),
+            notes=(f"checked column: {view.run.config['tiny-panel']['column']}",),
+        )
+
+
+PANEL = TinyPanel()
 '''
 
 ENTRY_POINTS = """
@@ -133,6 +190,9 @@ broken = tiny_plugin_missing:Nothing
 
 [skynet.scorers]
 tiny-contains = tiny_plugin:TinyContains
+
+[skynet.packages]
+tiny-panel = tiny_plugin:PANEL
 """
 
 
@@ -249,3 +309,33 @@ def test_without_the_plugin_its_names_are_unknown(tmp_path):
     assert "tiny" not in registry.names("engine")
     with pytest.raises(skynet.ConfigError, match="unknown scorer 'tiny-contains'"):
         registry.load("scorer", "tiny-contains")
+
+
+def test_a_plugin_scorer_package_brings_its_section_command_and_report(
+    installed, tmp_path, scripted_server, capsys
+):
+    scripted_server.responder = task_responder
+    project = make_project(tmp_path / "p", scripted_server.url)
+    toml = (project / "skynet.toml").read_text()
+    (project / "skynet.toml").write_text(
+        'metric = "tiny-panel"\n' + toml + '\n[tiny-panel]\ncolumn = "capital"\n'
+    )
+    (project / "metric.py").unlink()  # the package builds the metric
+    assert main(["-C", str(project), "tiny-panel"]) == 0  # its own subcommand
+    assert capsys.readouterr().out == "tiny-panel checks column capital\n"
+    assert main(["-C", str(project), "check"]) == 0
+    assert "scorer 'tiny-contains' self-test passed" in capsys.readouterr().out
+    assert main(["-C", str(project), "run"]) == 0
+    capsys.readouterr()
+    assert main(["-C", str(project), "show"]) == 0
+    shown = capsys.readouterr().out
+    assert "Tiny panel" in shown and "checked column: capital" in shown
+    best = next(text for text in shown.splitlines() if text.strip().startswith("best"))
+    best_id = best.split()[1]
+    # The package's table: the best got all 8 val items right.
+    assert re.search(rf"^\s*{best_id}\s+8\s*$", shown, re.MULTILINE), shown
+    # Its section is validated as skynet.toml's own: a misspelt key names the nearest one.
+    (project / "skynet.toml").write_text((project / "skynet.toml").read_text() + "colum = 1\n")
+    assert main(["-C", str(project), "check"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "unknown key 'tiny-panel.colum'; did you mean 'tiny-panel.column'?" in err, err

@@ -8,7 +8,7 @@ import pytest
 
 from skynet.data import Dataset, Item
 from skynet.errors import ConfigError
-from skynet.reference_set import (
+from skynet.reference.verified import (
     MARK_FILE,
     check_verified,
     read_mark,

@@ -18,22 +18,19 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 from skynet.contract import STDOUT_KEY
 from skynet.evaluation import CANDIDATE_ERROR
 from skynet.mean import Mean, beside, mean_of
 from skynet.models.ledger import LedgerTotals
+from skynet.packages import ReportSection, ReportView
 from skynet.runs.store import EVALUATION, CandidateRow, EvaluationRow, RunRow, RunStore
 from skynet.terminal import printable
 
-if TYPE_CHECKING:
-    from skynet.scorers.judge import JudgeValidation
-    from skynet.scorers.ppi import PPIEstimate
-
 __all__ = [
     "CandidateSummary",
-    "JudgeAccuracy",
     "RunSummary",
     "render_html",
     "render_text",
@@ -116,6 +113,8 @@ class RunSummary:
             reference or scoring config): stale until `skynet rescore`.
         repeats: with `repeat = N` (N > 1), the best candidate's items: mean, spread, which run
             is shown.
+        sections: the sections a scorer package adds (skynet.packages), e.g. the judge's
+            raw and PPI-corrected accuracy.
         printed: the counted evaluations whose score() printed (kept off stdout, in each one's
             extra["metric_stdout"]), as (item id, what it printed), in recording order.
     """
@@ -136,8 +135,7 @@ class RunSummary:
     test_items: int
     stale: int
     wall_seconds: float | None
-    judge: tuple[JudgeAccuracy, ...] = ()
-    judge_note: str = ""
+    sections: tuple[ReportSection, ...] = ()
     current_hash: str | None = None
     outdated: int = 0
     repeats: tuple[ItemRepeats, ...] = ()
@@ -186,24 +184,6 @@ def _repeats(evals: list[EvaluationRow], candidate: str | None) -> tuple[ItemRep
             )
         )
     return tuple(sorted(found, key=lambda r: (r.split, r.item_id)))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JudgeAccuracy:
-    """A judge-scored candidate's accuracy on a split: the judge's raw figure and the
-    prediction-powered one (PPI++), whose labelled set is the judge's validation record.
-
-    Attributes:
-        role: "baseline" or "best".
-        candidate_id: the candidate.
-        split: "val" or "test".
-        ppi: the PPI estimate; ppi.judge_raw is the judge's own accuracy on the N outputs.
-    """
-
-    role: str
-    candidate_id: str
-    split: str
-    ppi: PPIEstimate
 
 
 # --------------------------------------------------------------------------------------------
@@ -268,53 +248,13 @@ def _parse_time(text: str | None) -> datetime | None:
         return None
 
 
-def _judge_accuracy(
-    record: JudgeValidation,
-    evals: list[EvaluationRow],
-    pairs: list[tuple[str, CandidateSummary | None]],
-    references: dict[str, set[str]],
-) -> tuple[tuple[JudgeAccuracy, ...], str]:
-    from skynet.errors import SkynetError
-    from skynet.scorers.ppi import judge_ppi
-
-    found: list[JudgeAccuracy] = []
-    notes: list[str] = []
-    shown: set[str] = set()
-    for role, candidate in pairs:
-        if candidate is None or candidate.id in shown:
-            continue
-        shown.add(candidate.id)
-        for split, reference in references.items():
-            decisions = [
-                e.score == 1.0
-                for e in evals
-                if e.candidate_id == candidate.id
-                and e.split == split
-                and e.item_id in reference
-                and e.error is None
-                and e.score is not None
-            ]
-            if not decisions:
-                continue
-            try:
-                estimate = judge_ppi(decisions, record.judge_decisions, record.human_labels)
-            except SkynetError as exc:
-                notes.append(str(exc))
-                continue
-            found.append(
-                JudgeAccuracy(role=role, candidate_id=candidate.id, split=split, ppi=estimate)
-            )
-    return tuple(found), "; ".join(dict.fromkeys(notes))
-
-
 def summarize(
     store: RunStore,
     run_id: str,
     *,
     metric_hash: str | None = None,
-    judge_record: JudgeValidation | None = None,
-    judge_note: str = "",
     current_hash: str | None = None,
+    project_dir: Path | None = None,
 ) -> RunSummary:
     """Compute the report of one run from the store.
 
@@ -323,11 +263,10 @@ def summarize(
         run_id: the run.
         metric_hash: the metric whose scores count (default: the one the run started with);
             evaluations recorded under another are counted as stale.
-        judge_record: for a judge-scored run, the judge's validation record: its pairs are the
-            labelled set of the PPI-corrected accuracy shown beside the judge's raw figure.
-        judge_note: why a judge-scored run's PPI figures are missing, to show instead.
         current_hash: the metric hash the project grades under now; counted results graded
             under another are reported as outdated (stale until rescored).
+        project_dir: the run's project folder, where a scorer package (skynet.packages) finds
+            the files its report section reads (the judge's validation record); None for none.
 
     Raises:
         ConfigError: no such run.
@@ -434,15 +373,13 @@ def summarize(
     end = _parse_time(run.finished) or _parse_time(max((e.created for e in every), default=None))
     wall = (end - start).total_seconds() if start and end else None
 
-    judge: tuple[JudgeAccuracy, ...] = ()
-    if judge_record is not None:
-        judge, note = _judge_accuracy(
-            judge_record,
-            evals,
-            [("baseline", seed), ("best", best)],
-            {VAL: val_ref, TEST: test_ref},
-        )
-        judge_note = judge_note or note
+    view = ReportView(
+        run=run,
+        project_dir=project_dir,
+        evaluations=evals,
+        shown=[("baseline", seed.id if seed else None), ("best", best.id if best else None)],
+        items={VAL: val_ref, TEST: test_ref},
+    )
     return RunSummary(
         run=run,
         metric_hash=chosen,
@@ -460,8 +397,7 @@ def summarize(
         test_items=len(test_ref),
         stale=stale,
         wall_seconds=wall,
-        judge=judge,
-        judge_note=judge_note,
+        sections=_package_sections(view),
         current_hash=current_hash,
         outdated=outdated,
         repeats=_repeats(evals, best.id if best is not None else None),
@@ -727,37 +663,18 @@ def _repeat_rows(s: RunSummary) -> list[list[str]]:
     ]
 
 
-_JUDGE_HEADER = [
-    "",
-    "candidate",
-    "split",
-    "judge raw",
-    "PPI-corrected",
-    "interval",
-    "lam",
-    "N",
-    "n",
-]
+def _package_sections(view: ReportView) -> tuple[ReportSection, ...]:
+    """The section the run's scorer package adds, if its metric is one (skynet.packages)."""
+    from skynet.errors import ConfigError
+    from skynet.packages import package_for
 
-
-def _judge_rows(s: RunSummary) -> list[list[str]]:
-    rows = []
-    for a in s.judge:
-        p = a.ppi
-        rows.append(
-            [
-                a.role,
-                a.candidate_id,
-                a.split,
-                f"{p.judge_raw:.3f}",
-                f"{p.estimate:.3f}",
-                f"{1 - p.alpha:.0%} [{p.low:.3f}, {p.high:.3f}]",
-                f"{p.lam:.2f}",
-                str(p.N),
-                str(p.n),
-            ]
-        )
-    return rows
+    name = (view.run.config.get("metric") or {}).get("name")
+    try:
+        package = package_for(name if isinstance(name, str) else None)
+    except ConfigError as exc:  # a plugin that no longer imports: say so, report the rest
+        return (ReportSection(title=f"Scorer {name}", notes=(f"note: {exc}",)),)
+    section = package.report(view) if package is not None else None
+    return (section,) if section is not None else ()
 
 
 # --------------------------------------------------------------------------------------------
@@ -792,21 +709,12 @@ def render_text(summary: RunSummary) -> str:
         out += _table(_EVALUATED_HEADER, _evaluated_rows(s), text_columns=2)
     else:
         out += _table(["", "candidate", "val", "test"], _score_rows(s), text_columns=2)
-    if s.judge or s.judge_note:
-        out += [
-            "",
-            "Judge accuracy: the judge's raw figure and PPI-corrected (labelled set: its "
-            "validation record)",
-        ]
-        if s.judge:
-            out += _table(_JUDGE_HEADER, _judge_rows(s), text_columns=3)
-            out.append(
-                "  PPI assumes the labelled items were drawn i.i.d. from the outputs it corrects: "
-                "labels taken from other candidates' outputs shift the correction "
-                "(docs/scorers.md)."
-            )
-        if s.judge_note:
-            out.append(f"  note: {s.judge_note}")
+    for section in s.sections:
+        out += ["", section.title]
+        if section.rows:
+            rows = [list(r) for r in section.rows]
+            out += _table(list(section.header), rows, text_columns=section.text_columns)
+        out += [f"  {printable(note)}" for note in section.notes]
     objectives = _objective_rows(s)
     if objectives:
         out += ["", "Objectives (val means)"]
@@ -1044,12 +952,11 @@ def render_html(summary: RunSummary) -> str:
             f"<h2>Baseline vs best (val: {s.val_items} items, test: {s.test_items} items)</h2>"
         )
         body.append(_html_table(["", "candidate", "val", "test"], _score_rows(s)))
-    if s.judge or s.judge_note:
-        body.append("<h2>Judge accuracy: raw and PPI-corrected</h2>")
-        if s.judge:
-            body.append(_html_table(_JUDGE_HEADER, _judge_rows(s)))
-        if s.judge_note:
-            body.append(f"<p>note: {_h(s.judge_note)}</p>")
+    for section in s.sections:
+        body.append(f"<h2>{_h(section.title)}</h2>")
+        if section.rows:
+            body.append(_html_table(list(section.header), [list(r) for r in section.rows]))
+        body += [f"<p>{_h(note)}</p>" for note in section.notes]
     objectives = _objective_rows(s)
     if objectives:
         body.append("<h2>Objectives (val means)</h2>")

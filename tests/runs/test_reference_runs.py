@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 from skynet.cli import main
-from skynet.reference_set import MARK_FILE
+from skynet.reference.verified import MARK_FILE
 from skynet.testing import is_reflection, reply
 
 FILMS = {

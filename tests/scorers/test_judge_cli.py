@@ -106,7 +106,7 @@ def test_collect_label_validate_run_and_show(project, capsys):
     sent = [c for c in judge_calls if c.ok and not c.cached]
     assert cost["metric"].cached_calls == len(judge_calls) - len(sent) > 0
     assert cost["metric"].input_tokens == sum(c.input_tokens for c in sent)
-    summary = summarize(store, run.id, judge_record=record)
+    summary = summarize(store, run.id, project_dir=project)
     best = summary.best
     decisions = [e.score == 1.0 for e in judged if e.candidate_id == best.id and e.split == "val"]
     want = judge_ppi(decisions, record.judge_decisions, record.human_labels)

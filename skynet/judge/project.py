@@ -1,7 +1,6 @@
-"""skynet.toml's [judge] section: the project's judge as a metric, and a blind sample of a run's
-outputs to label. The judge itself (skynet.scorers.judge) knows no project, run store or config
-file; this module joins it to them, so `metric = "judge"` and `skynet judge collect / validate`
-work on a project folder."""
+"""The project's judge: its [judge] section as a judge and as the run's metric, and a blind sample
+of a run's outputs to label. The judge itself (skynet.scorers.judge) knows no project, run store
+or config file; this module joins it to them."""
 
 from __future__ import annotations
 
@@ -12,6 +11,7 @@ from typing import Any
 from skynet.config import Config
 from skynet.contract import Metric
 from skynet.errors import ConfigError, DatasetError, JudgeUnvalidated
+from skynet.judge.section import JudgeSection
 from skynet.scorers.exact import output_text, sort_output
 from skynet.scorers.judge import (
     HOW_TO_VALIDATE,
@@ -24,7 +24,20 @@ from skynet.scorers.judge import (
     judge_scorer,
 )
 
-__all__ = ["collect_labels", "label_column", "project_judge", "project_judge_metric"]
+__all__ = [
+    "collect_labels",
+    "judge_section",
+    "label_column",
+    "project_judge",
+    "project_judge_metric",
+]
+
+
+def judge_section(config: Config) -> JudgeSection | None:
+    """The [judge] section, or None when the file has none."""
+    section = config.section("judge")
+    assert section is None or isinstance(section, JudgeSection)
+    return section
 
 
 def project_judge(config: Config) -> tuple[JudgeConfig, JudgeThresholds, Path]:
@@ -35,7 +48,7 @@ def project_judge(config: Config) -> tuple[JudgeConfig, JudgeThresholds, Path]:
     Raises:
         ConfigError: skynet.toml has no [judge] section, or it is refused by judge_config.
     """
-    section = config.judge
+    section = judge_section(config)
     if section is None:
         raise ConfigError(
             f'{config.project_dir / "skynet.toml"}: metric = "judge" needs a [judge] section '
@@ -84,8 +97,10 @@ def project_judge_metric(config: Config) -> Metric:
         raise JudgeUnvalidated(
             f"{path}: the judge is not validated: {'; '.join(problems)}; {HOW_TO_VALIDATE}"
         )
-    assert config.judge is not None
-    scorer = judge_scorer(judge, record, label=config.judge.label, thresholds=thresholds)
+    section = judge_section(config)
+    scorer = judge_scorer(
+        judge, record, label=section.label if section else None, thresholds=thresholds
+    )
     return judge_metric(scorer)
 
 
@@ -93,7 +108,7 @@ def project_judge_metric(config: Config) -> Metric:
 
 
 def label_column(config: Config) -> str:
-    section = config.judge
+    section = judge_section(config)
     if section is not None and section.label:
         return section.label
     outputs = config.data.outputs

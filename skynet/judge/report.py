@@ -1,0 +1,96 @@
+"""The report's judge-accuracy section: for the baseline and the best, on each split, the judge's
+raw accuracy and the prediction-powered one (PPI++), whose labelled set is the judge's
+validation record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from skynet.errors import SkynetError
+from skynet.packages import ReportSection, ReportView
+
+if TYPE_CHECKING:
+    from skynet.scorers.judge import JudgeValidation
+
+__all__ = ["judge_section"]
+
+TITLE = (
+    "Judge accuracy: the judge's raw figure and PPI-corrected (labelled set: its validation record)"
+)
+HEADER = ("", "candidate", "split", "judge raw", "PPI-corrected", "interval", "lam", "N", "n")
+IID = (
+    "PPI assumes the labelled items were drawn i.i.d. from the outputs it corrects: labels taken "
+    "from other candidates' outputs shift the correction (docs/scorers.md)."
+)
+
+
+def _record(view: ReportView) -> tuple[JudgeValidation | None, str]:
+    """The run's judge validation record (the path its [judge] section names), or why none."""
+    from skynet.scorers.judge import JudgeValidation
+
+    if view.project_dir is None:
+        return None, "no PPI-corrected accuracy: the run has no project folder to read it from"
+    section = view.run.config.get("judge") or {}
+    path = Path(section.get("validation") or "judge-validation.json")
+    if not path.is_absolute():
+        path = view.project_dir / path
+    try:
+        return JudgeValidation.load(path), ""
+    except SkynetError as exc:
+        return None, f"no PPI-corrected accuracy: {exc}"
+
+
+def judge_section(view: ReportView) -> ReportSection:
+    from skynet.scorers.ppi import judge_ppi
+
+    record, note = _record(view)
+    rows: list[tuple[str, ...]] = []
+    notes: list[str] = []
+    if record is not None:
+        shown: set[str] = set()
+        for role, candidate in view.shown:
+            if candidate is None or candidate in shown:
+                continue
+            shown.add(candidate)
+            for split, items in view.items.items():
+                decisions = [
+                    e.score == 1.0
+                    for e in view.evaluations
+                    if e.candidate_id == candidate
+                    and e.split == split
+                    and e.item_id in items
+                    and e.error is None
+                    and e.score is not None
+                ]
+                if not decisions:
+                    continue
+                try:
+                    p = judge_ppi(decisions, record.judge_decisions, record.human_labels)
+                except SkynetError as exc:
+                    notes.append(str(exc))
+                    continue
+                rows.append(
+                    (
+                        role,
+                        candidate,
+                        split,
+                        f"{p.judge_raw:.3f}",
+                        f"{p.estimate:.3f}",
+                        f"{1 - p.alpha:.0%} [{p.low:.3f}, {p.high:.3f}]",
+                        f"{p.lam:.2f}",
+                        str(p.N),
+                        str(p.n),
+                    )
+                )
+    else:
+        notes.append(note)
+    if rows:
+        notes.insert(0, IID)
+    return ReportSection(
+        title=TITLE,
+        header=HEADER,
+        rows=tuple(rows),
+        text_columns=3,
+        notes=tuple(f"note: {n}" if n != IID else n for n in dict.fromkeys(notes)),
+    )
