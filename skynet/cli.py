@@ -304,15 +304,6 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_USER
 
 
-def _candidate_from_file(project: Any, path: Path) -> dict[str, str]:
-    """A candidate written as the artifact's own file: prompt.md, code.py, or a program saved
-    with DSPy's `save` (e.g. a run's best_program.json)."""
-    key, missing = "--candidate", "no such candidate file; give --candidate best, seed or a file"
-    return project.artifact.read_candidate(
-        path, inputs=project.config.data.inputs, key=key, missing=missing
-    )
-
-
 def cmd_rescore(args: argparse.Namespace) -> int:
     from skynet.runner import rescore
     from skynet.runs.lock import one_writer
@@ -334,79 +325,12 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _eval_target(args: argparse.Namespace, project: Any) -> tuple[Any, dict[str, str], str]:
-    """(the run to record into, or None for a new evaluation-only run; the candidate; its label).
-
-    `best` is the best candidate of --run, else of the latest run that has one. `seed` and a
-    file are recorded in --run, else in the latest optimization run (so the report's baseline
-    gets its test column), else, on a project with no optimization run, in an evaluation-only
-    run. The project's seed is the run's seed candidate, or the artifact as it is now.
-    """
-    from skynet.runs import EVALUATION, RunStore
-
-    path = project.store_path
-    store = RunStore(path) if path.exists() else None
-    row = None
-    if args.run:
-        if store is None:
-            raise ConfigError(
-                f"{path.parent}: no runs recorded here; leave out --run to record the "
-                "evaluation in a run of its own"
-            )
-        row = store.get_run(args.run)
-    elif store is not None:
-        optimizations = [r for r in store.list_runs() if r.engine != EVALUATION]
-        if args.candidate == "best":
-            row = next((r for r in optimizations if r.best_candidate_id), None)
-        else:
-            row = optimizations[0] if optimizations else None
-    if args.candidate == "best":
-        if row is None:
-            raise ConfigError(
-                "no finished run has a best candidate yet: `skynet run` makes one, or score the "
-                "seed with `skynet eval --candidate seed`"
-            )
-        if not row.best_candidate_id:
-            why = "it is an evaluation" if row.engine == EVALUATION else f"it is {row.status}"
-            raise ConfigError(
-                f"run {row.id} has no best candidate ({why}); name a finished run with --run, "
-                "or score the seed with --candidate seed"
-            )
-    wanted = None
-    if row is not None and args.candidate in ("best", "seed"):
-        wanted = row.best_candidate_id if args.candidate == "best" else row.seed_candidate_id
-    if row is not None and store is not None and wanted is not None:
-        found = [c for c in store.candidates(row.id) if c.id == wanted]
-        if not found:
-            raise ConfigError(f"run {row.id} has no {args.candidate} candidate recorded")
-        candidate, label = dict(found[0].content), f"{args.candidate} ({wanted})"
-    elif args.candidate == "seed":
-        candidate, label = dict(project.artifact.components), "seed"
-    else:
-        given = Path(args.candidate).expanduser()
-        if not given.is_absolute() and not given.exists():
-            given = project.dir / given  # relative to the project, like the config's paths
-        candidate, label = _candidate_from_file(project, given), args.candidate
-    if row is not None and row.dataset_hash != project.dataset.hash:
-        # Its items are not these: the evaluation goes in a run of its own.
-        print(
-            f"run {row.id} was made on other data (dataset hash {row.dataset_hash[:12]} vs "
-            f"{project.dataset.hash[:12]} now): recording in an evaluation-only run",
-            file=sys.stderr,
-        )
-        label = f"{label} of run {row.id}" if args.candidate == "best" else label
-        row = None
-    if store is not None:
-        store.close()
-    return row, candidate, label
-
-
 _ERRORS_SHOWN = 3
 _ERROR_CHARS = 300
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from skynet.runner import evaluate_candidate, evaluation_run, unsandboxed_warning
+    from skynet.runner import eval_target, evaluate_candidate, evaluation_run, unsandboxed_warning
     from skynet.runs.lock import one_writer
 
     project = _open_project(args, "eval")
@@ -414,7 +338,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if warning:
         print(warning, file=sys.stderr)
     with one_writer(project.store_dir, command="eval") as writer:  # it records, and pays
-        row, candidate, label = _eval_target(args, project)
+        row, candidate, label, note = eval_target(project, args.candidate, run=args.run)
+        if note:
+            print(note, file=sys.stderr)
         run_id = row.id if row is not None else evaluation_run(project)
         writer.names(run_id)
         done = evaluate_candidate(project, candidate, split=args.split, run_id=run_id, label=label)

@@ -32,6 +32,7 @@ from skynet.measure import TESTING, Observation, scoring
 from skynet.models import Models, configure
 from skynet.runs import EVALUATION, RunStore
 from skynet.runs.lock import Writer, one_writer
+from skynet.runs.store import RunRow
 from skynet.session import (
     RunOutcome,
     RunSession,
@@ -49,6 +50,7 @@ __all__ = [
     "open_project",
     "self_test",
     "run",
+    "eval_target",
     "evaluate_candidate",
     "evaluation_run",
     "EvaluationOutcome",
@@ -432,6 +434,86 @@ class EvaluationOutcome:
     results: list[Result]
     mean: Mean
     stopped_by: str = ""
+
+
+def eval_target(
+    project: Project, candidate: str, *, run: str | None = None
+) -> tuple[RunRow | None, Candidate, str, str]:
+    """What `skynet eval --candidate CANDIDATE [--run RUN]` records, and where: (the run to
+    record into, or None for a new evaluation-only run; the candidate; its label; a note to
+    show, or "").
+
+    `candidate` is "best", "seed" or a candidate file (the artifact's own format, relative to
+    the project). `best` is the best candidate of --run, else of the latest run that has one.
+    `seed` and a file are recorded in --run, else in the latest optimization run (so the
+    report's baseline gets its test column), else, on a project with no optimization run, in an
+    evaluation-only run. The project's seed is the run's seed candidate, or the artifact as it
+    is now. A run made on other data is not recorded into: the note says so.
+
+    Raises:
+        ConfigError: no such run, no best candidate yet, or a candidate file that cannot be read.
+    """
+    path = project.store_path
+    store = RunStore(path) if path.exists() else None
+    row = None
+    if run:
+        if store is None:
+            raise ConfigError(
+                f"{path.parent}: no runs recorded here; leave out --run to record the "
+                "evaluation in a run of its own"
+            )
+        row = store.get_run(run)
+    elif store is not None:
+        optimizations = [r for r in store.list_runs() if r.engine != EVALUATION]
+        if candidate == "best":
+            row = next((r for r in optimizations if r.best_candidate_id), None)
+        else:
+            row = optimizations[0] if optimizations else None
+    if candidate == "best":
+        if row is None:
+            raise ConfigError(
+                "no finished run has a best candidate yet: `skynet run` makes one, or score the "
+                "seed with `skynet eval --candidate seed`"
+            )
+        if not row.best_candidate_id:
+            why = "it is an evaluation" if row.engine == EVALUATION else f"it is {row.status}"
+            raise ConfigError(
+                f"run {row.id} has no best candidate ({why}); name a finished run with --run, "
+                "or score the seed with --candidate seed"
+            )
+    wanted = None
+    if row is not None and candidate in ("best", "seed"):
+        wanted = row.best_candidate_id if candidate == "best" else row.seed_candidate_id
+    if row is not None and store is not None and wanted is not None:
+        found = [c for c in store.candidates(row.id) if c.id == wanted]
+        if not found:
+            raise ConfigError(f"run {row.id} has no {candidate} candidate recorded")
+        chosen, label = dict(found[0].content), f"{candidate} ({wanted})"
+    elif candidate == "seed":
+        chosen, label = dict(project.artifact.components), "seed"
+    else:
+        given = Path(candidate).expanduser()
+        if not given.is_absolute() and not given.exists():
+            given = project.dir / given  # relative to the project, like the config's paths
+        chosen = project.artifact.read_candidate(
+            given,
+            inputs=project.config.data.inputs,
+            key="--candidate",
+            missing="no such candidate file; give --candidate best, seed or a file",
+        )
+        label = candidate
+    note = ""
+    if row is not None and row.dataset_hash != project.dataset.hash:
+        # Its items are not these: the evaluation goes in a run of its own.
+        note = (
+            f"run {row.id} was made on other data (dataset hash {row.dataset_hash[:12]} vs "
+            f"{project.dataset.hash[:12]} now): recording in an evaluation-only run"
+        )
+        label = f"{label} of run {row.id}" if candidate == "best" else label
+        row = None
+    if store is not None:
+        store.close()
+    return row, chosen, label, note
 
 
 def evaluation_run(project: Project) -> str:
