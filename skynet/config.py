@@ -352,6 +352,20 @@ class EngineConfig(Section):
     concurrency: Int = Field(
         default=4, ge=1, description="an integer >= 1 (items evaluated at once)"
     )
+    executor: Literal["threads", "processes", "ray"] = Field(
+        default="threads",
+        description='"threads" (this process), "processes" (worker processes on this machine) '
+        'or "ray" (a Ray cluster)',
+    )
+    workers: Int | None = Field(
+        default=None,
+        ge=1,
+        description="an integer >= 1 (worker processes; empty: one per core)",
+    )
+    ray_address: str = Field(
+        default="",
+        description='a Ray cluster\'s address, e.g. "127.0.0.1:6379"; empty: start a local Ray',
+    )
     reflection_minibatch_size: Int = Field(
         default=3, ge=1, description="an integer >= 1 (items shown per reflection)"
     )
@@ -520,6 +534,10 @@ class Config(Section):
     def project_dir(self) -> Path:
         """The folder holding skynet.toml; relative paths in the file resolve against it."""
         return self._project_dir
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Its class may hold scorer packages' sections: made again from their names.
+        return (_unpickled, (_SECTIONS.get(type(self), ()), self.__getstate__()))
 
     def section(self, name: str) -> Any:
         """A scorer package's section, e.g. [judge], validated by the package's own model
@@ -713,12 +731,21 @@ def _with_sections(names: tuple[str, ...]) -> type[Config]:
             )
     if not fields:
         return Config
-    # Named in this module, so a Config pickles and unpickles as the same class.
-    qualname = "_Config_" + "_".join(re.sub(r"\W", "_", n) for n in fields)
-    model = create_model(qualname, __base__=Config, __module__=__name__, **fields)
-    model.__qualname__ = qualname
-    globals()[qualname] = model
+    model = create_model("Config", __base__=Config, __module__=__name__, **fields)
+    _SECTIONS[model] = names
     return model
+
+
+# A Config model with package sections -> the names it was made from (to make it again when a
+# Config is unpickled in another process: a worker).
+_SECTIONS: dict[type, tuple[str, ...]] = {}
+
+
+def _unpickled(names: tuple[str, ...], state: Any) -> Config:
+    model = _with_sections(names)
+    config = model.__new__(model)
+    config.__setstate__(state)
+    return config
 
 
 # -- reading and overriding ---------------------------------------------------------------------

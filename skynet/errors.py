@@ -6,6 +6,8 @@ these into exit codes and one-line messages.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "SkynetError",
     "ContractError",
@@ -180,6 +182,14 @@ class BudgetExhausted(SkynetError):
         self.spent_usd = spent_usd
         self.reserved_usd = reserved_usd
         self.needed_usd = needed_usd
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Whole across processes (a worker's refused call reaches the driver with its figures).
+        return (_budget_exhausted, (str(self), dict(self.__dict__)))
+
+
+def _budget_exhausted(message: str, fields: dict[str, Any]) -> BudgetExhausted:
+    return BudgetExhausted(message, **fields)
 
 
 class SandboxUnavailable(ConfigError):

@@ -51,6 +51,7 @@ __all__ = [
     "self_test",
     "run",
     "eval_target",
+    "load_parts",
     "evaluate_candidate",
     "evaluation_run",
     "EvaluationOutcome",
@@ -107,14 +108,24 @@ def open_project(project_dir: Path, overrides: dict[str, Any] | None = None) -> 
     project_dir = project_dir.absolute()  # keep a symlinked folder as the user named it
     config = load_config(project_dir, overrides)
     dataset = load_dataset(config)
+    metric, artifact = load_parts(project_dir, config, dataset)
+    return Project(
+        dir=project_dir, config=config, dataset=dataset, metric=metric, artifact=artifact
+    )
+
+
+def load_parts(project_dir: Path, config: Config, dataset: Dataset) -> tuple[Metric, Artifact]:
+    """A project folder's metric and artifact, checked (a worker process loads its own).
+
+    Raises:
+        ConfigError, ContractError: what is wrong, where, and the fix.
+    """
     metric = _project_metric(project_dir, config, dataset)
     # metric.time_s holds every metric to its time per call, metric.py or a built-in scorer.
     metric.limits = dataclasses.replace(metric.limits, time_s=config.metric.time_s)
     # The kind's loader (skynet.registry, group "skynet.artifacts") checks its own files.
     artifact = registry.load("artifact", config.artifact.kind)(project_dir, config, dataset)
-    return Project(
-        dir=project_dir, config=config, dataset=dataset, metric=metric, artifact=artifact
-    )
+    return metric, artifact
 
 
 def _project_metric(

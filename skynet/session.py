@@ -29,6 +29,7 @@ from skynet.data import Item
 from skynet.engine import Candidate, Engine, EngineContext, EngineOutcome
 from skynet.errors import BudgetExhausted, ConfigError, RunAborted
 from skynet.evaluation import CANDIDATE_ERROR, METRIC_ERROR, Evaluation, Result
+from skynet.executors import open_executor
 from skynet.mean import mean_of
 from skynet.models import Models
 from skynet.runs import EVALUATION, RunStore
@@ -202,6 +203,29 @@ class RunSession:
         self.metric_hash = project.metric.source_hash
         self.split_of = {item.id: "train" for item in self.train}
         self.split_of |= {item.id: "val" for item in self.val}
+        self.evaluation = Evaluation(
+            project.metric, project.artifact.task(models, cfg.artifact), repeat=cfg.artifact.repeat
+        )
+        # Where the engine's evaluations run ([engine] executor); this process records them.
+        # Started first: workers that cannot start (no Ray, no cluster) leave no run behind.
+        self.executor = open_executor(
+            project, models, self.evaluation, self.say, engine_name=plan.name
+        )
+        try:
+            self._open(project, models, plan, resume, writer, running)
+        except BaseException:
+            self.executor.close()
+            raise
+
+    def _open(
+        self,
+        project: Project,
+        models: Models,
+        plan: _EnginePlan,
+        resume: str | None,
+        writer: Writer,
+        running: list[str] | None,
+    ) -> None:
         self.store = store = project.open_store()
         store.check_integrity()  # a run that cannot record must not start
         self.run_id = run_id = (
@@ -224,9 +248,6 @@ class RunSession:
         models.subscribe(lambda record: store.record_call(run_id, record))
 
         self.progress = Progress(budget=self.budget, models=models, out=self.stream)
-        self.evaluation = Evaluation(
-            project.metric, project.artifact.task(models, cfg.artifact), repeat=cfg.artifact.repeat
-        )
         # Per candidate, per val item: (score, error kind, ok), not the Result (outputs are big).
         self.val_outcomes: dict[str, dict[str, tuple[float | None, str | None, bool]]] = {}
         self._lock = threading.Lock()
@@ -414,8 +435,14 @@ class RunSession:
             raise self._aborted[0]
 
     def evaluate(self, candidate: Candidate, item: Item) -> Result:
-        made = self.recorded(candidate, item, lambda: self.evaluation(candidate, item))
+        made = self.recorded(candidate, item, lambda: self._evaluated(candidate, item))
         return self.check_errors(made)
+
+    def _evaluated(self, candidate: Candidate, item: Item) -> Result:
+        result, calls = self.executor.evaluate(candidate, item)
+        for call in calls:  # made on a worker: counted and recorded here, as the driver's own
+            self.models.absorb(call)
+        return result
 
     def score_output(self, candidate: Candidate, item: Item, output: Any, obs: Any) -> Result:
         """An output the engine made itself: scored once per (candidate, item, output)."""
@@ -537,6 +564,8 @@ class RunSession:
             self.progress.done()
             store.set_status(run_id, "failed", error=f"{type(exc).__name__}: {exc}")
             raise
+        finally:
+            self.executor.close()
         self.progress.done()
         return self.finish(outcome)
 

@@ -223,15 +223,25 @@ class Models:
         base_dir: relative cache paths are resolved against it (the project folder).
     """
 
-    def __init__(self, config: ModelsConfig | None = None, *, base_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        config: ModelsConfig | None = None,
+        *,
+        base_dir: Path | None = None,
+        budget: Budget | None = None,
+        governor: Callable[[str], Governor] | None = None,
+    ) -> None:
+        """`budget` and `governor` (model name -> its Governor) replace the session's own: a
+        worker process holds its calls to the run's one budget and governors (skynet.executors)."""
         self.config = config or ModelsConfig()
+        self._governor_of = governor
         self.ledgers = {role: Ledger(role) for role in ROLES}
         self._governors: dict[str, Governor] = {}
         self._lock = threading.Lock()
         self._listeners: list[Callable[[CallRecord], None]] = []
         self._rng = random.Random(0)
         self._inflight: dict[str, list[Any]] = {}  # key -> [its lock, threads holding or waiting]
-        self.budget = Budget(self.config.max_cost_usd)
+        self.budget = budget if budget is not None else Budget(self.config.max_cost_usd)
         cache_path = self.config.cache_path
         if cache_path is None or str(cache_path) == ":memory:":
             # Still a cache: llm()'s promise (one call, one verdict) must hold in every session.
@@ -283,6 +293,8 @@ class Models:
         return price
 
     def governor(self, model: str) -> Governor:
+        if self._governor_of is not None:
+            return self._governor_of(model)
         with self._lock:
             gov = self._governors.get(model)
             if gov is None:
@@ -294,6 +306,11 @@ class Models:
     def subscribe(self, listener: Callable[[CallRecord], None]) -> None:
         """Call `listener` with every CallRecord (the run store records them)."""
         self._listeners.append(listener)
+
+    def absorb(self, record: CallRecord) -> None:
+        """A call another process made for this session (a worker's): counted in its role's
+        ledger and passed to the listeners, as this session's own calls are."""
+        self._record(record)
 
     def _record(self, record: CallRecord) -> None:
         self.ledgers[record.role].add(record)

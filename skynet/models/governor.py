@@ -33,6 +33,15 @@ class Governor:
     @contextlib.contextmanager
     def slot(self) -> Iterator[float]:
         """Hold one call slot; yields the seconds spent waiting for it."""
+        waited = self.acquire()
+        try:
+            yield waited
+        finally:
+            self.release()
+
+    def acquire(self) -> float:
+        """Take one call slot (waiting for it, and for the RPM spacing); returns the seconds
+        waited. Pair with release(); slot() does both."""
         began = _monotonic()
         self._slots.acquire()
         try:
@@ -46,10 +55,13 @@ class Governor:
             with self._lock:
                 self._in_flight += 1
                 self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
-            try:
-                yield _monotonic() - began
-            finally:
-                with self._lock:
-                    self._in_flight -= 1
-        finally:
+        except BaseException:
             self._slots.release()
+            raise
+        return _monotonic() - began
+
+    def release(self) -> None:
+        """Give back a slot acquire() took."""
+        with self._lock:
+            self._in_flight -= 1
+        self._slots.release()

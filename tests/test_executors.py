@@ -1,0 +1,288 @@
+"""Evaluations on worker processes and on Ray ([engine] executor = "processes" | "ray"): the same
+run as on threads; one governor and one budget for the whole run; a worker killed mid-evaluation
+is replaced and its evaluation recorded once, on processes and on a real local Ray cluster
+(`ray start --head`) that the run joins by address; bad settings are one line."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from projects import make_project, task_responder
+
+from skynet.cli import main
+
+
+def _with_engine(project, **keys):
+    toml = (project / "skynet.toml").read_text()
+    lines = "".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in keys.items())
+    (project / "skynet.toml").write_text(toml.replace("[engine]\n", "[engine]\n" + lines, 1))
+    return project
+
+
+def _records(project):
+    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
+        evaluations = sorted(
+            db.execute("SELECT candidate_id, item_id, split, score, error FROM evaluations")
+        )
+        candidates = sorted(db.execute("SELECT id, parents FROM candidates"))
+        best = db.execute("SELECT best_candidate_id, status FROM runs").fetchone()
+        task_calls = db.execute(
+            "SELECT COUNT(*) FROM calls WHERE role = 'task' AND ok = 1 AND cached = 0"
+        ).fetchone()[0]
+    return evaluations, candidates, best, task_calls
+
+
+@pytest.mark.parametrize("executor", ["processes", "ray"])
+def test_workers_record_the_same_run_as_threads(tmp_path, scripted_server, capsys, executor):
+    scripted_server.responder = task_responder
+    threads = make_project(tmp_path / "threads", scripted_server.url, budget=40, concurrency=4)
+    assert main(["-C", str(threads), "run"]) == 0
+    streams = (sys.stdout, sys.stderr)
+    processes = _with_engine(
+        make_project(tmp_path / executor, scripted_server.url, budget=40, concurrency=4),
+        executor=executor,
+        workers=2,
+    )
+    assert main(["-C", str(processes), "run"]) == 0
+    capsys.readouterr()
+    evaluations, candidates, best, task_calls = _records(processes)
+    assert (evaluations, candidates, best) == _records(threads)[:3]
+    assert best[1] == "finished" and len(evaluations) > 8
+    # Every task call the workers made is in the driver's records, each once.
+    assert task_calls == _records(threads)[3] > 0
+    assert multiprocessing.active_children() == []  # the workers are gone with the run
+    assert (sys.stdout, sys.stderr) == streams  # a notebook's output stays the notebook's
+
+
+def test_the_governor_is_one_limit_for_every_worker(tmp_path, scripted_server, capsys):
+    in_flight = peak = 0
+    lock = threading.Lock()
+
+    def respond(body):
+        nonlocal in_flight, peak
+        with lock:
+            in_flight += 1
+            peak = max(peak, in_flight)
+        time.sleep(0.05)
+        with lock:
+            in_flight -= 1
+        return task_responder(body)
+
+    scripted_server.responder = respond
+    project = _with_engine(
+        make_project(tmp_path / "p", scripted_server.url, budget=30, concurrency=8),
+        executor="processes",
+        workers=2,
+    )
+    toml = (project / "skynet.toml").read_text()
+    (project / "skynet.toml").write_text(
+        toml.replace("timeout_s = 10", "timeout_s = 10\nmax_concurrent = 2")
+    )
+    assert main(["-C", str(project), "run"]) == 0
+    capsys.readouterr()
+    # Eight evaluations in flight on two workers, and never more than two requests at once.
+    assert peak == 2
+
+
+def test_the_money_budget_is_one_budget_for_every_worker(tmp_path, scripted_server, capsys):
+    scripted_server.responder = task_responder
+    scripted_server.bill(input_per_mtok=1.0, output_per_mtok=2.0)
+    project = _with_engine(
+        make_project(tmp_path / "p", scripted_server.url, budget=200, concurrency=8),
+        executor="processes",
+        workers=2,
+    )
+    limit = 0.002
+    assert main(["-C", str(project), "run", "--max-cost-usd", str(limit)]) == 0
+    out = capsys.readouterr()
+    assert "max_cost_usd" in out.out + out.err
+    # What the server billed (every worker's calls) stays within the one limit.
+    assert 0 < scripted_server.billed_usd <= limit
+
+
+def test_a_killed_worker_is_replaced_and_its_evaluation_recorded_once(
+    tmp_path, scripted_server, capsys
+):
+    scripted_server.responder = task_responder
+    calm = make_project(tmp_path / "calm", scripted_server.url, budget=40, concurrency=4)
+    assert main(["-C", str(calm), "run"]) == 0
+
+    seen = 0
+    lock = threading.Lock()
+
+    def killer(body):
+        nonlocal seen
+        with lock:
+            seen += 1
+            if seen == 12:
+                # A worker dies mid-request: this reply never reaches it.
+                workers = [p for p in multiprocessing.active_children() if "worker" in p.name]
+                os.kill(workers[0].pid, signal.SIGKILL)
+        return task_responder(body)
+
+    scripted_server.responder = killer
+    project = _with_engine(
+        make_project(tmp_path / "p", scripted_server.url, budget=40, concurrency=4),
+        executor="processes",
+        workers=2,
+    )
+    assert main(["-C", str(project), "run"]) == 0
+    said = capsys.readouterr().err
+    assert "a worker process died" in said
+    evaluations, candidates, best, _ = _records(project)
+    assert (evaluations, candidates, best) == _records(calm)[:3]
+    pairs = [(c, i) for c, i, *_ in evaluations]
+    assert len(pairs) == len(set(pairs))  # none recorded twice
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        ('executor = "rays"', "engine.executor"),
+        ("workers = 0", "engine.workers = 0"),
+    ],
+)
+def test_bad_executor_settings_are_one_line(tmp_path, scripted_server, capsys, setting, expected):
+    project = make_project(tmp_path / "p", scripted_server.url)
+    toml = (project / "skynet.toml").read_text()
+    (project / "skynet.toml").write_text(toml.replace("[engine]\n", f"[engine]\n{setting}\n", 1))
+    assert main(["-C", str(project), "run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and expected in err, err
+    assert scripted_server.request_count == 0
+
+
+def _actor_pids() -> list[int]:
+    """The processes of Skynet's Ray actors on this machine (Ray names them ray::_Actor)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if cmdline.startswith(b"ray::_Actor"):
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def ray_cluster(tmp_path):
+    """A real Ray cluster on 127.0.0.1 (`ray start --head`, two CPUs), stopped afterwards."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ray = [sys.executable, "-m", "ray.scripts.scripts"]
+    subprocess.run(
+        [*ray, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
+         "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
+        check=True, capture_output=True, timeout=180,
+    )  # fmt: skip
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([*ray, "stop", "--force"], capture_output=True, timeout=120)
+
+
+def test_a_run_joins_a_ray_cluster_and_survives_a_killed_worker(
+    tmp_path, scripted_server, capsys, ray_cluster
+):
+    scripted_server.responder = task_responder
+    calm = make_project(tmp_path / "calm", scripted_server.url, budget=40, concurrency=4)
+    assert main(["-C", str(calm), "run"]) == 0
+
+    seen, killed = 0, []
+    lock = threading.Lock()
+
+    def killer(body):
+        nonlocal seen
+        with lock:
+            seen += 1
+            if seen == 12:
+                pids = _actor_pids()
+                os.kill(pids[0], signal.SIGKILL)  # mid-request: its reply never arrives
+                killed.append(pids[0])
+        return task_responder(body)
+
+    scripted_server.responder = killer
+    project = _with_engine(
+        make_project(tmp_path / "p", scripted_server.url, budget=40, concurrency=4),
+        executor="ray",
+        workers=2,
+        ray_address=ray_cluster,
+    )
+    assert main(["-C", str(project), "run"]) == 0
+    capsys.readouterr()
+    assert killed  # a worker did die during the run
+    evaluations, candidates, best, _ = _records(project)
+    assert (evaluations, candidates, best) == _records(calm)[:3]
+    pairs = [(c, i) for c, i, *_ in evaluations]
+    assert len(pairs) == len(set(pairs))
+    assert _actor_pids() == []  # the run's actors are gone with it
+
+
+def test_a_ray_cluster_that_cannot_be_reached_is_one_line(tmp_path, scripted_server, capsys):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    project = _with_engine(
+        make_project(tmp_path / "p", scripted_server.url),
+        executor="ray",
+        ray_address=f"127.0.0.1:{port}",
+    )
+    assert main(["-C", str(project), "run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("skynet: error: [engine] ray_address = ") and f":{port}" in err, err
+    assert "no Ray cluster answers there" in err
+    assert scripted_server.request_count == 0
+
+
+def test_ray_not_installed_is_one_line_saying_how(tmp_path, scripted_server, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails, as without the extra
+    project = _with_engine(make_project(tmp_path / "p", scripted_server.url), executor="ray")
+    assert main(["-C", str(project), "run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "needs Ray, which is not installed" in err and "skynet-optimizer[ray]" in err, err
+    assert scripted_server.request_count == 0
+
+
+def test_skynet_optimize_runs_on_worker_processes_with_the_callers_metric(
+    tmp_path, scripted_server, monkeypatch
+):
+    from test_python_api import SEED, TRAIN, VAL, _tables
+
+    import skynet
+
+    scripted_server.responder = task_responder
+    monkeypatch.chdir(tmp_path)
+    calls = []
+
+    def named(input, output, expected=None):  # defined here: it reaches the workers by value
+        calls.append(1)  # in the worker's copy: the driver's list stays empty
+        hit = expected["capital"].lower() in output.lower()
+        return float(hit), {"feedback": "right" if hit else f"name {expected['capital']}"}
+
+    tables = _tables(scripted_server.url)
+    threads = skynet.optimize(SEED, metric=named, train=TRAIN, val=VAL, user="Country: {country}",
+                              store=tmp_path / "threads", **tables)  # fmt: skip
+    before = len(calls)
+    tables["engine"] = {**tables["engine"], "executor": "processes", "workers": 2}
+    workers = skynet.optimize(SEED, metric=named, train=TRAIN, val=VAL, user="Country: {country}",
+                              store=tmp_path / "workers", **tables)  # fmt: skip
+    assert workers.best == threads.best and workers.best_score == threads.best_score == 1.0
+    assert workers.baseline_score == threads.baseline_score
+    with sqlite3.connect(tmp_path / "threads" / "runs.db") as db:
+        (evaluated,) = db.execute("SELECT COUNT(*) FROM evaluations").fetchone()
+    # Here, only the self-test ran the metric; every evaluation ran it on a worker.
+    self_test = before - evaluated
+    assert evaluated > 0 and len(calls) - before == self_test
