@@ -47,7 +47,6 @@ def test_workers_record_the_same_run_as_threads(tmp_path, scripted_server, capsy
     scripted_server.responder = task_responder
     threads = make_project(tmp_path / "threads", scripted_server.url, budget=40, concurrency=4)
     assert main(["-C", str(threads), "run"]) == 0
-    streams = (sys.stdout, sys.stderr)
     processes = _with_engine(
         make_project(tmp_path / executor, scripted_server.url, budget=40, concurrency=4),
         executor=executor,
@@ -61,7 +60,6 @@ def test_workers_record_the_same_run_as_threads(tmp_path, scripted_server, capsy
     # Every task call the workers made is in the driver's records, each once.
     assert task_calls == _records(threads)[3] > 0
     assert multiprocessing.active_children() == []  # the workers are gone with the run
-    assert (sys.stdout, sys.stderr) == streams  # a notebook's output stays the notebook's
 
 
 def test_the_governor_is_one_limit_for_every_worker(tmp_path, scripted_server, capsys):
@@ -160,6 +158,24 @@ def test_bad_executor_settings_are_one_line(tmp_path, scripted_server, capsys, s
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and expected in err, err
     assert scripted_server.request_count == 0
+
+
+def test_serving_the_governors_leaves_the_process_streams_alone(monkeypatch):
+    # multiprocessing's Server.serve_forever resets sys.stdout and sys.stderr when it ends: in a
+    # notebook, the driver's output would leave the notebook. The coordinator must not.
+    import io
+
+    from skynet.executors.coordinator import connect, serve
+    from skynet.models import Models, ModelsConfig
+
+    out, err = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    address, authkey, stop = serve(Models(ModelsConfig(cache_path=None)))
+    assert connect(address, authkey).limited() is False
+    stop()
+    time.sleep(1.5)  # serve_forever noticed its stop event within a second
+    assert sys.stdout is out and sys.stderr is err
 
 
 def _actor_pids() -> list[int]:
@@ -283,6 +299,181 @@ def test_skynet_optimize_runs_on_worker_processes_with_the_callers_metric(
     assert workers.baseline_score == threads.baseline_score
     with sqlite3.connect(tmp_path / "threads" / "runs.db") as db:
         (evaluated,) = db.execute("SELECT COUNT(*) FROM evaluations").fetchone()
-    # Here, only the self-test ran the metric; every evaluation ran it on a worker.
-    self_test = before - evaluated
-    assert evaluated > 0 and len(calls) - before == self_test
+    # Here, only the self-test ran the metric; every evaluation ran it on a worker. (The threads
+    # run made the self-test's calls and at least one per evaluation it recorded.)
+    assert evaluated > 0 and 0 < len(calls) - before <= before - evaluated
+
+
+def _children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def test_a_killed_driver_takes_its_workers_with_it_and_the_run_resumes(
+    tmp_path, scripted_server, capsys
+):
+    scripted_server.responder = task_responder
+    calm = make_project(tmp_path / "calm", scripted_server.url, budget=40, concurrency=4)
+    assert main(["-C", str(calm), "run"]) == 0
+
+    project = _with_engine(
+        make_project(tmp_path / "p", scripted_server.url, budget=40, concurrency=4),
+        executor="processes",
+        workers=2,
+    )
+    driver: subprocess.Popen[bytes] | None = None
+    workers: list[int] = []
+    seen = 0
+    lock = threading.Lock()
+
+    def killer(body):
+        nonlocal seen
+        with lock:
+            seen += 1
+            if seen == 15 and driver is not None:
+                workers.extend(_children_of(driver.pid))
+                os.kill(driver.pid, signal.SIGKILL)
+        return task_responder(body)
+
+    scripted_server.responder = killer
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "skynet.cli", "-C", str(project), "run"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    assert driver.wait(timeout=120) == -signal.SIGKILL
+    assert len(workers) >= 2  # the worker processes (and multiprocessing's resource tracker)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in workers):
+        time.sleep(0.1)
+    assert not [p for p in workers if Path(f"/proc/{p}/stat").exists()]  # none outlives it
+
+    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
+        (run_id,) = db.execute("SELECT id FROM runs").fetchone()
+    scripted_server.responder = task_responder
+    assert main(["-C", str(project), "run", "--resume", run_id]) == 0
+    capsys.readouterr()
+    assert _records(project)[:3] == _records(calm)[:3]
+
+
+def test_a_twin_request_in_flight_on_two_workers_is_sent_once(tmp_path, scripted_server):
+    from skynet.evaluation import Evaluation
+    from skynet.executors import open_executor
+    from skynet.models import configure
+    from skynet.runner import open_project
+
+    asked = []
+
+    def slow(body):
+        asked.append(body["messages"][-1]["content"])
+        time.sleep(0.3)
+        return task_responder(body)
+
+    scripted_server.responder = slow
+    folder = _with_engine(make_project(tmp_path / "p", scripted_server.url), executor="processes",
+                          workers=2)  # fmt: skip
+    project = open_project(folder)
+    models = configure(project.config.models_config(), base_dir=folder)
+    evaluation = Evaluation(project.metric, project.artifact.task(models, project.config.artifact))
+    executor = open_executor(project, models, evaluation, print)
+    try:
+        item = project.dataset.val[0]
+        seed = dict(project.artifact.components)
+        done: list = []
+        threads = [
+            threading.Thread(target=lambda: done.append(executor.evaluate(seed, item)))
+            for _ in range(2)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        executor.close()
+    # Both workers evaluated it; one request reached the model, the other waited for its reply.
+    assert len(done) == 2 and done[0][0].score == done[1][0].score
+    assert len(asked) == 1
+    assert sorted(c.cached for _, calls in done for c in calls) == [False, True]
+
+
+HOSTILE = """import os
+import signal
+import socket
+
+
+def run(input):
+    # Kill everything in reach: the worker, the driver, the other workers, the model server.
+    for pid in range(2, 4096):
+        if pid != os.getpid():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    reached = []
+    for port in (22, 6379, 8000):  # the driver's loopback and its services
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            reached.append(port)
+        except OSError:
+            pass
+    return {"total": -1, "reached": reached}
+"""
+
+
+def test_a_hostile_code_candidate_on_a_worker_reaches_nothing_outside_its_sandbox(
+    tmp_path, scripted_server, capsys
+):
+    from projects import make_sum_code_project
+
+    from skynet.testing import reply
+
+    fixed = "def run(input):\n    n = input['n']\n    return {'total': n * (n + 1) // 2}\n"
+    scripted_server.responder = lambda body: reply(f"```python\n{fixed}```")
+    project = make_sum_code_project(
+        tmp_path / "p",
+        code=HOSTILE,
+        metric="""
+        def score(input, output, expected=None):
+            right = isinstance(output, dict) and output.get("total") == expected["total"]
+            return float(right), {"feedback": "right" if right else f"want {expected['total']}"}
+
+        def key(expected):
+            return {"total": expected["total"]}
+        """,
+        toml=f"""
+        timeout_s = 5
+
+        [engine]
+        name = "gepa"
+        concurrency = 2
+        executor = "processes"
+        workers = 2
+
+        [budget]
+        max_metric_calls = 30
+
+        [models]
+        reflection = "openai/skynet-test"
+
+        [models.endpoints."openai/skynet-test"]
+        api_base = "{scripted_server.url}"
+        """,
+    )
+    assert main(["-C", str(project), "run"]) == 0
+    said = capsys.readouterr()
+    assert "a worker process died" not in said.err  # no worker, and not the driver, was hit
+    best = next((project / ".skynet" / "runs").glob("*/best_code.py")).read_text()
+    assert best.strip() == fixed.strip()
+    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
+        outputs = [
+            o for (o,) in db.execute("SELECT output FROM evaluations") if o and "reached" in o
+        ]
+    assert outputs and all('"reached": []' in o for o in outputs)  # loopback out of its reach
