@@ -62,7 +62,8 @@ def test_workers_record_the_same_run_as_threads(tmp_path, scripted_server, capsy
     assert multiprocessing.active_children() == []  # the workers are gone with the run
 
 
-def test_the_governor_is_one_limit_for_every_worker(tmp_path, scripted_server, capsys):
+@pytest.mark.parametrize("executor", ["processes", "ray"])
+def test_the_governor_is_one_limit_for_every_worker(tmp_path, scripted_server, capsys, executor):
     in_flight = peak = 0
     lock = threading.Lock()
 
@@ -79,7 +80,7 @@ def test_the_governor_is_one_limit_for_every_worker(tmp_path, scripted_server, c
     scripted_server.responder = respond
     project = _with_engine(
         make_project(tmp_path / "p", scripted_server.url, budget=30, concurrency=8),
-        executor="processes",
+        executor=executor,
         workers=2,
     )
     toml = (project / "skynet.toml").read_text()

@@ -11,6 +11,7 @@ max_task_retries), and the driver records it once.
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 from collections.abc import Callable
@@ -102,6 +103,11 @@ class RayExecutor:
             _reachable(
                 address, stop_serving
             )  # Ray itself would retry an unreachable one for minutes
+        # Ray says at start-up that its token authentication is on (the default): not the
+        # user's concern on a run's terminal. Its level is restored after.
+        quiet = logging.getLogger("ray._private.authentication.authentication_token_setup")
+        level = quiet.level
+        quiet.setLevel(logging.ERROR)
         try:
             if self._started_ray:
                 ray.init(
@@ -119,11 +125,16 @@ class RayExecutor:
                 f"[engine] ray_address: cannot reach {where}: {exc}; start it (ray start --head) "
                 'or fix ray_address ("" starts a local Ray)'
             ) from None
+        finally:
+            quiet.setLevel(level)
         actor = ray.remote(_Actor).options(
             max_concurrency=max(1, concurrency),
             max_restarts=-1,
             max_task_retries=MAX_WORKER_DEATHS,
-            num_cpus=1 if not address else 0,
+            # A local Ray has `workers` CPUs, one per actor. On a cluster the actors ask for no
+            # CPU (so they never wait for one) and are spread over the nodes.
+            num_cpus=0 if address else 1,
+            scheduling_strategy="SPREAD" if address else "DEFAULT",
         )
         payload = cloudpickle.dumps(recipe)
         self.actors = [actor.remote(payload) for _ in range(workers)]
