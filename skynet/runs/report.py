@@ -783,16 +783,16 @@ def _printed(s: RunSummary) -> list[str]:
 
 
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:1000px;
-color:#222;padding:0 1rem}
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem 0;color:#222;
+padding:0 2rem}
 h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:2rem}
 table{border-collapse:collapse;margin:.5rem 0}
 th,td{padding:.25rem .7rem;border-bottom:1px solid #ddd;text-align:right;vertical-align:top}
 th:first-child,td:first-child{text-align:left}
 .meta{color:#555}.mono,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.85rem}
-pre{background:#f6f8fa;padding:.8rem;overflow-x:auto}
-.add{color:#116329;background:#dafbe1;display:block}.del{color:#82071e;background:#ffebe9;
-display:block}.hunk{color:#6639ba;display:block}.err{color:#82071e}
+pre{background:#f6f8fa;padding:.8rem;white-space:pre-wrap;overflow-wrap:anywhere}
+.diff span{display:block}.add{color:#116329;background:#dafbe1}.del{color:#82071e;
+background:#ffebe9}.hunk{color:#6639ba}.err{color:#82071e}
 svg text{font-size:12px;fill:#333}
 """
 
@@ -902,10 +902,12 @@ def _svg_curve(curve: list[tuple[int, float]], metric_calls: int) -> str:
 
 
 def _html_diff(text: str) -> str:
+    """One block per line of the diff, and nothing between them (a newline beside a block
+    would show as an empty line); long lines wrap."""
     lines = []
     for line in text.splitlines():
         if line.startswith(("+++", "---")):
-            cls = ""
+            cls = "file"
         elif line.startswith("+"):
             cls = "add"
         elif line.startswith("-"):
@@ -913,9 +915,9 @@ def _html_diff(text: str) -> str:
         elif line.startswith("@@"):
             cls = "hunk"
         else:
-            cls = ""
-        lines.append(f'<span class="{cls}">{_h(line)}</span>' if cls else _h(line))
-    return "<pre>" + "\n".join(lines) + "</pre>"
+            cls = "same"
+        lines.append(f'<span class="{cls}">{_h(line) or " "}</span>')
+    return '<pre class="diff">' + "".join(lines) + "</pre>"
 
 
 def render_html(summary: RunSummary) -> str:

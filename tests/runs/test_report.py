@@ -284,3 +284,20 @@ def test_an_evaluation_only_run_reads_as_one(store: RunStore):
         assert absent not in text
     page = render_html(s)
     assert "evaluation only" in page and "<svg" not in page and "better.md" in page
+
+
+def test_the_html_diff_is_one_block_per_line_and_wraps_in_the_windows_width(store: RunStore):
+    import re
+
+    s = summarize(store, make_run(store))
+    page = render_html(s)
+    (diff,) = re.findall(r'<pre class="diff">(.*?)</pre>', page, re.S)
+    # One element per line of the diff, and nothing between them that would show as a blank line.
+    blocks = re.findall(r'<span class="(\w+)">(.*?)</span>', diff, re.S)
+    assert len(blocks) == len(s.diff["prompt"].splitlines())
+    assert re.sub(r'<span class="\w+">.*?</span>', "", diff, flags=re.S) == ""
+    assert [c for c, _ in blocks[:3]] == ["file", "file", "hunk"]
+    assert ("del", "-Answer with one label.") in blocks
+    # Long lines wrap; the page takes the window's width.
+    assert "white-space:pre-wrap" in page and "overflow-wrap:anywhere" in page
+    assert "max-width:1000px" not in page
