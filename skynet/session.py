@@ -212,20 +212,14 @@ class RunSession:
             project, models, self.evaluation, self.say, engine_name=plan.name
         )
         try:
-            self._open(project, models, plan, resume, writer, running)
+            self._open(resume, writer, running)
         except BaseException:
             self.executor.close()
             raise
 
-    def _open(
-        self,
-        project: Project,
-        models: Models,
-        plan: _EnginePlan,
-        resume: str | None,
-        writer: Writer,
-        running: list[str] | None,
-    ) -> None:
+    def _open(self, resume: str | None, writer: Writer, running: list[str] | None) -> None:
+        """The record: the run created or reopened, and what the hooks keep while it runs."""
+        project, models, plan = self.project, self.models, self.plan
         self.store = store = project.open_store()
         store.check_integrity()  # a run that cannot record must not start
         self.run_id = run_id = (

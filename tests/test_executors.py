@@ -42,6 +42,30 @@ def _records(project):
     return evaluations, candidates, best, task_calls
 
 
+def _calm(tmp_path, url):
+    """The run on threads with no fault: what a faulted run must end equal to."""
+    calm = make_project(tmp_path / "calm", url, budget=40, concurrency=4)
+    assert main(["-C", str(calm), "run"]) == 0
+    return calm
+
+
+def _kill_at(moment, kill):
+    """The scripted model, calling `kill()` when the server receives request number `moment`
+    (mid-request: the reply to it never reaches the one who asked)."""
+    seen = 0
+    lock = threading.Lock()
+
+    def respond(body):
+        nonlocal seen
+        with lock:
+            seen += 1
+            if seen == moment:
+                kill()
+        return task_responder(body)
+
+    return respond
+
+
 @pytest.mark.parametrize("executor", ["processes", "ray"])
 def test_workers_record_the_same_run_as_threads(tmp_path, scripted_server, capsys, executor):
     scripted_server.responder = task_responder
@@ -113,23 +137,13 @@ def test_a_killed_worker_is_replaced_and_its_evaluation_recorded_once(
     tmp_path, scripted_server, capsys
 ):
     scripted_server.responder = task_responder
-    calm = make_project(tmp_path / "calm", scripted_server.url, budget=40, concurrency=4)
-    assert main(["-C", str(calm), "run"]) == 0
+    calm = _calm(tmp_path, scripted_server.url)
 
-    seen = 0
-    lock = threading.Lock()
+    def kill_a_worker():
+        workers = [p for p in multiprocessing.active_children() if "worker" in p.name]
+        os.kill(workers[0].pid, signal.SIGKILL)
 
-    def killer(body):
-        nonlocal seen
-        with lock:
-            seen += 1
-            if seen == 12:
-                # A worker dies mid-request: this reply never reaches it.
-                workers = [p for p in multiprocessing.active_children() if "worker" in p.name]
-                os.kill(workers[0].pid, signal.SIGKILL)
-        return task_responder(body)
-
-    scripted_server.responder = killer
+    scripted_server.responder = _kill_at(12, kill_a_worker)
     project = _with_engine(
         make_project(tmp_path / "p", scripted_server.url, budget=40, concurrency=4),
         executor="processes",
@@ -215,23 +229,15 @@ def test_a_run_joins_a_ray_cluster_and_survives_a_killed_worker(
     tmp_path, scripted_server, capsys, ray_cluster
 ):
     scripted_server.responder = task_responder
-    calm = make_project(tmp_path / "calm", scripted_server.url, budget=40, concurrency=4)
-    assert main(["-C", str(calm), "run"]) == 0
+    calm = _calm(tmp_path, scripted_server.url)
+    killed = []
 
-    seen, killed = 0, []
-    lock = threading.Lock()
+    def kill_an_actor():
+        pids = _actor_pids()
+        os.kill(pids[0], signal.SIGKILL)
+        killed.append(pids[0])
 
-    def killer(body):
-        nonlocal seen
-        with lock:
-            seen += 1
-            if seen == 12:
-                pids = _actor_pids()
-                os.kill(pids[0], signal.SIGKILL)  # mid-request: its reply never arrives
-                killed.append(pids[0])
-        return task_responder(body)
-
-    scripted_server.responder = killer
+    scripted_server.responder = _kill_at(12, kill_an_actor)
     project = _with_engine(
         make_project(tmp_path / "p", scripted_server.url, budget=40, concurrency=4),
         executor="ray",
@@ -322,8 +328,7 @@ def test_a_killed_driver_takes_its_workers_with_it_and_the_run_resumes(
     tmp_path, scripted_server, capsys
 ):
     scripted_server.responder = task_responder
-    calm = make_project(tmp_path / "calm", scripted_server.url, budget=40, concurrency=4)
-    assert main(["-C", str(calm), "run"]) == 0
+    calm = _calm(tmp_path, scripted_server.url)
 
     project = _with_engine(
         make_project(tmp_path / "p", scripted_server.url, budget=40, concurrency=4),
@@ -332,19 +337,13 @@ def test_a_killed_driver_takes_its_workers_with_it_and_the_run_resumes(
     )
     driver: subprocess.Popen[bytes] | None = None
     workers: list[int] = []
-    seen = 0
-    lock = threading.Lock()
 
-    def killer(body):
-        nonlocal seen
-        with lock:
-            seen += 1
-            if seen == 15 and driver is not None:
-                workers.extend(_children_of(driver.pid))
-                os.kill(driver.pid, signal.SIGKILL)
-        return task_responder(body)
+    def kill_the_driver():
+        assert driver is not None
+        workers.extend(_children_of(driver.pid))
+        os.kill(driver.pid, signal.SIGKILL)
 
-    scripted_server.responder = killer
+    scripted_server.responder = _kill_at(15, kill_the_driver)
     driver = subprocess.Popen(
         [sys.executable, "-m", "skynet.cli", "-C", str(project), "run"],
         stdout=subprocess.DEVNULL,

@@ -110,18 +110,17 @@ def open_executor(
         )
         return ThreadExecutor(evaluation)
     from skynet.executors.coordinator import serve
+    from skynet.executors.ray import RayExecutor, ray_host
 
     workers = engine.workers or os.cpu_count() or 1
-    if engine.executor == "ray":
-        from skynet.executors.ray import RayExecutor, ray_host
-
-        address, authkey, stop_serving = serve(models, host=ray_host(engine.ray_address))
-        recipe = recipe_of(project, models, (address, authkey))
+    ray = engine.executor == "ray"
+    host = ray_host(engine.ray_address) if ray else "127.0.0.1"
+    address, authkey, stop_serving = serve(models, host=host)
+    recipe = recipe_of(project, models, (address, authkey))
+    if ray:
         return RayExecutor(
             recipe, workers, engine.concurrency, engine.ray_address, stop_serving, say
         )
-    address, authkey, stop_serving = serve(models)
-    recipe = recipe_of(project, models, (address, authkey))
     return ProcessExecutor(recipe, workers, stop_serving, say)
 
 
@@ -163,19 +162,10 @@ class _Process:
         if said[0] != "ready":
             raise ConfigError(f"a worker process could not load the project: {said[1]}")
         if self._proxy is None:
-            from multiprocessing.managers import BaseManager
+            from skynet.executors.coordinator import proxy
 
-            class Client(BaseManager):
-                pass
-
-            Client.register("worker")
-            manager = Client(address=said[1], authkey=said[2])
-            manager.connect()
-            self._proxy = manager.worker()  # type: ignore[attr-defined]
+            self._proxy = proxy(said[1], said[2], "worker")
         return self._proxy
-
-    def alive(self) -> bool:
-        return self.process.is_alive()
 
     def stop(self) -> None:
         self.pipe.close()

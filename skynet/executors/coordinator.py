@@ -23,7 +23,15 @@ from skynet.models.governor import Governor
 if TYPE_CHECKING:
     from skynet.models import Models
 
-__all__ = ["Coordinator", "RemoteBudget", "RemoteGovernor", "connect", "serve"]
+__all__ = [
+    "Coordinator",
+    "RemoteBudget",
+    "RemoteGovernor",
+    "connect",
+    "proxy",
+    "serve",
+    "share",
+]
 
 
 class Coordinator:
@@ -51,10 +59,6 @@ class Coordinator:
         self.models.budget.release(reservation)
 
 
-class _Manager(BaseManager):
-    pass
-
-
 def serve(
     models: Models, host: str = "127.0.0.1"
 ) -> tuple[tuple[str, int], bytes, Callable[[], None]]:
@@ -63,19 +67,30 @@ def serve(
     Returns:
         (the address, the authkey, a function that stops serving).
     """
-    coordinator = Coordinator(models)
-    authkey = secrets.token_bytes(32)
+    return share(Coordinator(models), "coordinator", host)
 
-    class Serving(_Manager):
+
+def share(
+    obj: Any, typeid: str, host: str = "127.0.0.1"
+) -> tuple[tuple[str, int], bytes, Callable[[], None]]:
+    """Serve `obj`'s methods as `typeid` on `host` (a free port), behind a random authkey, one
+    daemon thread per connection; `proxy` reaches it. The driver's Coordinator and a worker
+    process's Worker are both served so.
+
+    Returns:
+        (the address, the authkey, a function that stops serving).
+    """
+
+    class Serving(BaseManager):
         pass
 
-    Serving.register("coordinator", callable=lambda: coordinator)
-    manager = Serving(address=(host, 0), authkey=authkey)
-    server: Any = manager.get_server()
+    Serving.register(typeid, callable=lambda: obj)
+    authkey = secrets.token_bytes(32)
+    server: Any = Serving(address=(host, 0), authkey=authkey).get_server()
     stopped = threading.Event()
     server.stop_event = stopped  # what each connection's thread watches
     threading.Thread(
-        target=_accept, args=(server, stopped), name="skynet-coordinator", daemon=True
+        target=_accept, args=(server, stopped), name=f"skynet-{typeid}", daemon=True
     ).start()
 
     def stop() -> None:
@@ -98,16 +113,21 @@ def _accept(server: Any, stopped: threading.Event) -> None:
         threading.Thread(target=server.handle_request, args=(connection,), daemon=True).start()
 
 
-def connect(address: tuple[str, int], authkey: bytes) -> Any:
-    """A worker's proxy of the driver's Coordinator (each thread gets its own connection)."""
+def proxy(address: tuple[str, int], authkey: bytes, typeid: str) -> Any:
+    """A proxy of the object `share` serves as `typeid` (each thread gets its own connection)."""
 
-    class Client(_Manager):
+    class Client(BaseManager):
         pass
 
-    Client.register("coordinator")
+    Client.register(typeid)
     manager = Client(address=address, authkey=authkey)
     manager.connect()
-    return manager.coordinator()  # type: ignore[attr-defined]
+    return getattr(manager, typeid)()
+
+
+def connect(address: tuple[str, int], authkey: bytes) -> Any:
+    """A worker's proxy of the driver's Coordinator."""
+    return proxy(address, authkey, "coordinator")
 
 
 class RemoteGovernor(Governor):

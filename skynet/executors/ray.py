@@ -36,7 +36,7 @@ INSTALL = (
 def ray_host(address: str) -> str:
     """The address the driver serves its governors and budget on: loopback for a local Ray,
     else this machine's address on the route to the cluster."""
-    host = address.removeprefix("ray://").rsplit(":", 1)[0] if address else ""
+    host = _host_port(address)[0] if address else ""
     if not host or host in ("localhost", "127.0.0.1", "auto"):
         return "127.0.0.1"
     try:
@@ -141,7 +141,7 @@ class RayExecutor:
         self.in_flight = [0] * workers
         self._lock = threading.Lock()
         try:
-            self.pids = ray.get([a.pid.remote() for a in self.actors])
+            ray.get([a.pid.remote() for a in self.actors])  # each loaded the project
         except Exception as exc:
             self.close()
             raise ConfigError(f"a Ray worker could not load the project: {_cause(exc)}") from None
@@ -187,7 +187,7 @@ class RayExecutor:
 
 
 def _reachable(address: str, stop_serving: Callable[[], None]) -> None:
-    host, _, port = address.removeprefix("ray://").rpartition(":")
+    host, port = _host_port(address)
     try:
         with socket.create_connection((host or "127.0.0.1", int(port)), timeout=5):
             pass
@@ -198,6 +198,11 @@ def _reachable(address: str, stop_serving: Callable[[], None]) -> None:
             f"[engine] ray_address = {address!r}: no Ray cluster answers there ({why}); start "
             'one (ray start --head) or fix the address ("" starts a local Ray)'
         ) from None
+
+
+def _host_port(address: str) -> tuple[str, str]:
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    return (host, port) if colon else (port, "")
 
 
 def _cause(exc: BaseException) -> str:

@@ -128,12 +128,10 @@ def _heard(record: CallRecord) -> None:
 def serve(recipe_bytes: bytes, conn: Connection) -> None:
     """A worker process's main: build the Worker, serve it on loopback, say where on `conn`,
     and exit when the driver goes (its end of `conn` closes)."""
-    import secrets
-    from multiprocessing.managers import BaseManager
-
     import cloudpickle
 
     from skynet.errors import SkynetError
+    from skynet.executors.coordinator import share
 
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
@@ -145,20 +143,10 @@ def serve(recipe_bytes: bytes, conn: Connection) -> None:
         conn.send(("failed", f"{type(exc).__name__}: {exc}"))
         return
 
-    class Serving(BaseManager):
+    address, authkey, _ = share(worker, "worker")
+    conn.send(("ready", address, authkey))
+    try:
+        conn.recv()  # nothing is sent: this returns when the driver's end closes
+    except (EOFError, OSError):
         pass
-
-    Serving.register("worker", callable=lambda: worker)
-    authkey = secrets.token_bytes(32)
-    server = Serving(address=("127.0.0.1", 0), authkey=authkey).get_server()
-    conn.send(("ready", server.address, authkey))
-
-    def watch() -> None:
-        try:
-            conn.recv()  # nothing is sent: this returns when the driver's end closes
-        except (EOFError, OSError):
-            pass
-        os._exit(0)  # the driver is gone: so is its work
-
-    threading.Thread(target=watch, name="skynet-worker-watch", daemon=True).start()
-    server.serve_forever()
+    os._exit(0)  # the driver is gone: so is its work

@@ -68,7 +68,7 @@ def judge_section(view: ReportView) -> ReportSection:
                 try:
                     p = judge_ppi(decisions, record.judge_decisions, record.human_labels)
                 except SkynetError as exc:
-                    notes.append(str(exc))
+                    notes.append(f"note: {exc}")
                     continue
                 rows.append(
                     (
@@ -84,13 +84,11 @@ def judge_section(view: ReportView) -> ReportSection:
                     )
                 )
     else:
-        notes.append(note)
-    if rows:
-        notes.insert(0, IID)
+        notes.append(f"note: {note}")
     return ReportSection(
         title=TITLE,
         header=HEADER,
         rows=tuple(rows),
         text_columns=3,
-        notes=tuple(f"note: {n}" if n != IID else n for n in dict.fromkeys(notes)),
+        notes=((IID,) if rows else ()) + tuple(dict.fromkeys(notes)),
     )
