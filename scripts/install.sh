@@ -21,6 +21,12 @@ if ! command -v bwrap >/dev/null 2>&1; then
   fi
 fi
 
+# The viewer's tests drive Debian's Chromium through Playwright (Playwright's own browser download
+# is not used). As root, install it when it is missing; the viewer itself needs no browser here.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+fi
+
 if [ -z "${CMAKE_ARGS:-}" ] && [ "$(uname -m)" = "x86_64" ]; then
   export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DLLAVA_BUILD=OFF"
 fi

@@ -121,12 +121,18 @@ class RunResult:
         return render_text(self._summary())
 
     def to_html(self, path: str | os.PathLike[str]) -> Path:
-        """Write the HTML report (self-contained, offline) to `path`; returns the path."""
-        from skynet.runs.report import render_html
+        """Write the run's pages (overview, every item, every candidate, cost and time) as one
+        self-contained, offline HTML file to `path`, as `skynet show RUN --html`; returns the
+        path."""
+        from skynet.runs import RunStore
+        from skynet.view.pages import render_document
 
         target = Path(path)
+        summary = self._summary()
+        with RunStore(self.store / "runs.db") as store:
+            page = render_document(store, summary)
         try:
-            target.write_text(render_html(self._summary()), encoding="utf-8")
+            target.write_text(page, encoding="utf-8")
         except OSError as exc:
             raise ConfigError(
                 f"{target}: cannot write the report ({exc.strerror or exc}); give to_html() a "

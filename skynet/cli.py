@@ -30,6 +30,7 @@ from skynet.commands import (
 )
 from skynet.errors import ConfigError, ModelError, SkynetError
 from skynet.terminal import printable
+from skynet.terminal import width as terminal_width
 
 if TYPE_CHECKING:
     pass
@@ -83,7 +84,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C
     outcome = run(project, resume=args.resume)
     store = project.open_store()
-    print(render_text(summarize(store, outcome.run_id, project_dir=project.dir)))
+    print(
+        render_text(
+            summarize(store, outcome.run_id, project_dir=project.dir),
+            columns=terminal_width(),
+        )
+    )
     print(f"best candidate written to {outcome.best_path}")
     return EXIT_OK
 
@@ -234,31 +240,140 @@ def _open_run(args: argparse.Namespace) -> tuple[Any, str]:
     return store, run_id
 
 
-def cmd_show(args: argparse.Namespace) -> int:
-    from skynet.runner import current_metric_hash
-    from skynet.runs.lock import writing
-    from skynet.runs.report import render_html, render_text, summarize
+def _summary(store: Any, run_id: str, args: argparse.Namespace, current: str | None) -> Any:
+    """A run's report as `skynet show` counts it: after a rescore, the scores of the metric it
+    was rescored with; results graded under another hash than the project's current one (an
+    edited reference, a changed scoring config) are marked stale."""
+    from skynet.runs.report import summarize
 
-    store, run_id = _open_run(args)
     run = store.get_run(run_id)
-    # After a rescore, the report counts the scores of the metric it was rescored with; results
-    # graded under another hash than the project's current one (an edited reference, a changed
-    # scoring config) are marked stale.
-    summary = summarize(
+    return summarize(
         store,
         run_id,
         metric_hash=run.notes.get("metric_hash"),
-        current_hash=current_metric_hash(folder_of(args)),
+        current_hash=current,
         project_dir=folder_of(args),
     )
-    print(render_text(summary))
+
+
+def _current_hash(args: argparse.Namespace) -> str | None:
+    from skynet.runner import current_metric_hash
+
+    return current_metric_hash(folder_of(args))
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from skynet.runs.lock import writing
+    from skynet.runs.report import render_text
+
+    runs = list(args.runs or [])
+    if len(runs) > 2:
+        raise ConfigError(
+            f"skynet show takes one run, or two to compare, not {len(runs)}: "
+            f"skynet show {runs[0]} {runs[1]}"
+        )
+    args.run = runs[0] if runs else None
+    store, run_id = _open_run(args)
+    current = _current_hash(args)
+    if len(runs) == 2:
+        return _show_two(store, run_id, runs[1], args, current)
+    run = store.get_run(run_id)
+    summary = _summary(store, run_id, args, current)
+    print(render_text(summary, columns=terminal_width()))
     if run.status == "running" and not writing(store.path.parent, run_id):
         print(_orphaned(run_id))
     if args.html:
+        from skynet.view.pages import render_document
+
         target = Path(args.html)
-        write_text(target, render_html(summary), flag="--html", example="report.html")
+        write_text(target, render_document(store, summary), flag="--html", example="report.html")
         print(f"wrote {target}")
     return EXIT_OK
+
+
+def _show_two(store: Any, a: str, b: str, args: argparse.Namespace, current: str | None) -> int:
+    from skynet.view.compare import compare, render_compare_html, render_compare_text
+
+    store.get_run(b)
+    comparison = compare(
+        store, _summary(store, a, args, current), _summary(store, b, args, current)
+    )
+    print(render_compare_text(comparison))
+    if args.html:
+        target = Path(args.html)
+        write_text(target, render_compare_html(comparison), flag="--html", example="compare.html")
+        print(f"wrote {target}")
+    return EXIT_OK
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    from urllib.parse import quote
+
+    from skynet.view.server import Viewer, serve
+
+    if args.run:
+        store, run_id = _open_run(args)
+        first = f"/run/{quote(run_id)}"
+    else:
+        store, _ = _open_run(args)
+        first = "/"
+    try:
+        current = _current_hash(args)
+    except Exception:  # noqa: BLE001 — a project that no longer loads still has its runs shown
+        current = None
+    server = serve(
+        Viewer(store, project_dir=folder_of(args), current_hash=current),
+        port=args.port,
+        first=first,
+    )
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        print("skynet view: stopped")
+    finally:
+        server.server_close()
+        store.close()
+    return EXIT_OK
+
+
+def cmd_export_mlflow(args: argparse.Namespace) -> int:
+    from skynet.tracking import export_run, tracking_uri
+
+    store, run_id = _open_run(args)
+    section = _tracking_section(args)
+    uri = tracking_uri(args.tracking_uri, section.mlflow if section is not None else "")
+    if uri is None:
+        raise ConfigError(
+            "no MLflow tracking URI: give --tracking-uri URI (e.g. http://127.0.0.1:5000), set "
+            '[tracking] mlflow = "URI" in skynet.toml, or export MLFLOW_TRACKING_URI=URI'
+        )
+    experiment = (
+        args.experiment
+        or (section.experiment if section is not None else "")
+        or folder_of(args).absolute().name
+        or "skynet"
+    )
+    summary = _summary(store, run_id, args, _current_hash(args))
+    done = export_run(summary, uri=uri, experiment=experiment)
+    verb = "exported" if done.created else "updated"
+    print(
+        f"{verb} run {run_id} as MLflow run {done.mlflow_run_id} "
+        f"(experiment '{printable(experiment)}') at {printable(uri)}"
+    )
+    if done.url:
+        print(done.url)
+    return EXIT_OK
+
+
+def _tracking_section(args: argparse.Namespace) -> Any:
+    """[tracking] of the project's skynet.toml; None where there is none to read (a run made
+    from Python) or no need to (both flags given)."""
+    from skynet.config import CONFIG_FILE, load_config
+
+    folder = folder_of(args)
+    if (args.tracking_uri and args.experiment) or not (folder / CONFIG_FILE).is_file():
+        return None
+    return load_config(folder).tracking
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:
@@ -321,7 +436,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         f"{done.items_gone} item(s) no longer in the data"
     )
     summary = summarize(store, run_id, metric_hash=done.metric_hash, project_dir=project.dir)
-    print(render_text(summary))
+    print(render_text(summary, columns=terminal_width()))
     return EXIT_OK
 
 
@@ -415,10 +530,44 @@ def build_parser() -> argparse.ArgumentParser:
     with_dir(p)
     p.set_defaults(func=cmd_runs)
 
-    p = sub.add_parser("show", help="report a run (default: the latest)")
-    p.add_argument("run", nargs="?", help="the run id (default: the latest)")
-    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
+    p = sub.add_parser(
+        "show", help="report a run (default: the latest), or compare two: skynet show RUN_A RUN_B"
+    )
+    p.add_argument("runs", nargs="*", metavar="RUN", help="the run id (default: the latest)")
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write the viewer's pages as one self-contained HTML file",
+    )
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser(
+        "view", help="browse the runs in a local web viewer on 127.0.0.1 (live while they run)"
+    )
+    p.add_argument("run", nargs="?", help="the run to open first (default: the list of runs)")
+    p.add_argument(
+        "--port", type=int, default=7575, help="the port on 127.0.0.1 (default 7575; 0: any free)"
+    )
+    p.set_defaults(func=cmd_view)
+
+    p = sub.add_parser("export", help="send a run to an experiment tracker (MLflow)")
+    targets = p.add_subparsers(dest="target", required=True, metavar="TARGET")
+    p = targets.add_parser(
+        "mlflow", help="log a run (default: the latest) as an MLflow run; again: updated"
+    )
+    p.add_argument("run", nargs="?", help="the run id (default: the latest)")
+    p.add_argument(
+        "--tracking-uri",
+        metavar="URI",
+        help="the MLflow tracking server (default: [tracking] mlflow, else MLFLOW_TRACKING_URI)",
+    )
+    p.add_argument(
+        "--experiment",
+        metavar="NAME",
+        help="the MLflow experiment (default: [tracking] experiment, else the project folder's name)",
+    )
+    p.add_argument("--dir", help="the project folder (default: the current one)")
+    p.set_defaults(func=cmd_export_mlflow)
 
     p = sub.add_parser("selftest", help="hold a built-in scorer to its self-test on a data file")
     p.add_argument("scorer", help="the scorer's name, e.g. xlam-tool-call")

@@ -65,6 +65,7 @@ __all__ = [
     "PriceConfig",
     "Section",
     "SplitConfig",
+    "TrackingConfig",
     "load_config",
 ]
 
@@ -510,6 +511,21 @@ class ModelsSection(Section):
     )
 
 
+class TrackingConfig(Section):
+    """[tracking]: where runs are logged as they go (skynet.tracking)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mlflow: str = Field(
+        default="",
+        description='an MLflow tracking URI, e.g. "http://127.0.0.1:5000"; empty: no live logging',
+    )
+    experiment: str = Field(
+        default="",
+        description='an MLflow experiment name, e.g. "capitals"; empty: the project folder\'s name',
+    )
+
+
 class Config(Section):
     """The whole of skynet.toml, validated. Build it with load_config().
 
@@ -527,6 +543,9 @@ class Config(Section):
     engine: EngineConfig = Field(default_factory=EngineConfig, description="an [engine] section")
     budget: BudgetConfig = Field(default_factory=BudgetConfig, description="a [budget] section")
     models: ModelsSection = Field(default_factory=ModelsSection, description="a [models] section")
+    tracking: TrackingConfig = Field(
+        default_factory=TrackingConfig, description="a [tracking] section"
+    )
 
     _project_dir: Path = PrivateAttr(default_factory=Path.cwd)
 

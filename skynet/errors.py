@@ -28,6 +28,7 @@ __all__ = [
     "SandboxFailed",
     "RunAborted",
     "ProjectBusy",
+    "TrackingError",
 ]
 
 
@@ -204,3 +205,8 @@ class StorageError(ConfigError):
     The message names the file and the fix (move it aside, make it writable). A ConfigError, as
     the run store's refusals were before there was a class of their own.
     """
+
+
+class TrackingError(SkynetError):
+    """The tracking server (MLflow) cannot be reached, refused a call, or mlflow is not
+    installed; the message names the URI and the fix."""

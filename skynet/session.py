@@ -25,7 +25,7 @@ from time import monotonic as _monotonic
 from typing import IO, TYPE_CHECKING, Any
 
 from skynet.contract import TIMED_OUT_KEY
-from skynet.data import Item
+from skynet.data import SPLITS, Item
 from skynet.engine import Candidate, Engine, EngineContext, EngineOutcome
 from skynet.errors import BudgetExhausted, ConfigError, RunAborted
 from skynet.evaluation import CANDIDATE_ERROR, METRIC_ERROR, Evaluation, Result
@@ -36,6 +36,7 @@ from skynet.runs import EVALUATION, RunStore
 from skynet.runs.lock import Writer
 from skynet.storage import folder_error
 from skynet.terminal import printable
+from skynet.tracking import MlflowTracker
 
 if TYPE_CHECKING:
     from skynet.runner import Project, _EnginePlan
@@ -80,8 +81,11 @@ def unsandboxed_warning(project: Project) -> str:
 
 
 def note_setup(project: Project, store: RunStore, run_id: str) -> None:
-    """Record how code candidates are isolated: part of what the run's figures mean (and, for
-    a run made from Python, the call that made it)."""
+    """Record the items the run is given (the report shows each one's input and expected output
+    without the project's data), how code candidates are isolated (part of what the run's
+    figures mean) and, for a run made from Python, the call that made it."""
+    data = project.dataset
+    store.record_items(run_id, [(s, item) for s in SPLITS for item in getattr(data, s)])
     if project.made_in:
         store.set_note(run_id, "made_in", project.made_in)
     if project.artifact.isolation is not None:
@@ -270,6 +274,9 @@ class RunSession:
         self._key_locks: dict[tuple[str, str, str], threading.Lock] = {}
         self._aborted: list[RunAborted] = []  # set once: engines that swallow exceptions stop
         self.stopped_by = ""  # the limit that stopped the run, said once at the end
+        # [tracking] mlflow: logged as the run goes, off the run's threads; off when unset.
+        self.tracker = MlflowTracker.live(self.cfg, say=self.say)
+        self.tracker.start(store.get_run(run_id))
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -384,6 +391,7 @@ class RunSession:
             result = make()
             split = self.split_of.get(item.id, "train")
             store.record_evaluation(run_id, cid, split, result, self.metric_hash)
+        known: tuple[float | None, int] | None = None  # a val score just completed, for tracking
         with self._lock:
             progress.calls += 1
             progress.replayed += replayed
@@ -398,9 +406,12 @@ class RunSession:
                 seen[item.id] = (result.score, result.error_kind, result.ok)
                 if len(seen) == len(self.val):
                     mean = mean_of(seen.values()).value
+                    known = mean, progress.calls
                     if mean is not None and (progress.best_val is None or mean > progress.best_val):
                         progress.best_val = mean
         progress.tick()
+        if known is not None:
+            self.tracker.val_score(cid, *known)
         return result
 
     def check_errors(self, result: Result) -> Result:
@@ -534,6 +545,15 @@ class RunSession:
             RunAborted: too many evaluations failed (the run is marked aborted).
             KeyboardInterrupt: Ctrl-C (the run is marked stopped, resumable).
         """
+        try:
+            outcome = self._drive(engine)
+        except BaseException as exc:
+            self.tracker.end(self.store, self.run_id, failed=exc)
+            raise
+        self.tracker.end(self.store, self.run_id)
+        return outcome
+
+    def _drive(self, engine: Engine) -> RunOutcome:
         store, run_id = self.store, self.run_id
         outcome: EngineOutcome | None
         try:

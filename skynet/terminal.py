@@ -9,9 +9,13 @@ terminal (the report's text form, error lines, progress and log lines) goes thro
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import sys
+import textwrap
 
-__all__ = ["printable"]
+__all__ = ["printable", "width", "wrap"]
 
 # C0 controls, DEL, C1 controls, and the bidirectional overrides and isolates that reorder what a
 # terminal shows (the "Trojan Source" characters).
@@ -44,3 +48,35 @@ def printable(text: object, *, multiline: bool = False) -> str:
     """
     pattern = _CONTROL_BUT_LAYOUT if multiline else _CONTROL
     return pattern.sub(_escape, str(text))
+
+
+def width(stream: object = None) -> int | None:
+    """The width to wrap prose to: $COLUMNS when set, else the terminal's when `stream` (default
+    stdout) is one; None when the text goes to a pipe or a file (where a line is left whole for
+    grep)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    stream = sys.stdout if stream is None else stream
+    isatty = getattr(stream, "isatty", None)
+    try:
+        if callable(isatty) and isatty():
+            return shutil.get_terminal_size().columns
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def wrap(text: str, columns: int | None, *, indent: str = "", hang: str = "  ") -> list[str]:
+    """`text` as lines of at most `columns` (words never split, a long word kept whole), the
+    first indented by `indent`, the rest by `indent + hang`; one line when columns is None."""
+    if columns is None or len(indent) + len(text) <= columns:
+        return [indent + text]
+    return textwrap.wrap(
+        text,
+        width=max(columns, len(indent) + len(hang) + 20),
+        initial_indent=indent,
+        subsequent_indent=indent + hang,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [indent]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import json
 import math
 import os
 import random
@@ -365,7 +366,15 @@ class Models:
         hit = self.cache.get(key)
         if hit is not None:
             lookup_ns = _clock_ns() - looked_up
-            return self._finish(role, name, hit, cached=True, lookup_ns=lookup_ns, item_id=item_id)
+            return self._finish(
+                role,
+                name,
+                hit,
+                cached=True,
+                lookup_ns=lookup_ns,
+                item_id=item_id,
+                messages=messages,
+            )
         with self._one_call_per_key(key):
             # A twin request (same key) that was in flight has stored its reply: use it.
             looked_up = _clock_ns()
@@ -373,7 +382,13 @@ class Models:
             if hit is not None:
                 lookup_ns = _clock_ns() - looked_up
                 return self._finish(
-                    role, name, hit, cached=True, lookup_ns=lookup_ns, item_id=item_id
+                    role,
+                    name,
+                    hit,
+                    cached=True,
+                    lookup_ns=lookup_ns,
+                    item_id=item_id,
+                    messages=messages,
                 )
             return self._call(role, name, messages, params, key, item_id)
 
@@ -415,6 +430,7 @@ class Models:
                 name,
                 lambda: self._call_litellm(name, messages, params, settings, price),
                 item_id,
+                prompt=_json(messages),
             )
         except BaseException:
             if reservation is not None:
@@ -438,6 +454,7 @@ class Models:
                 input_tokens=in_tok,
                 output_tokens=out_tok,
                 cost_usd=cost,
+                prompt=_json(messages),
             ) from exc
         cost = None if price is None else price.cost(in_tok, out_tok)
         if reservation is not None:
@@ -459,6 +476,7 @@ class Models:
             attempts=attempts,
             item_id=item_id,
             excluded_ns=setup_ns + int(waited_s * 1e9),
+            messages=messages,
         )
         self._cache_put(key, name, call)
         return result
@@ -508,6 +526,7 @@ class Models:
         input_tokens: int = 0,
         output_tokens: int = 0,
         cost_usd: float | None = None,
+        prompt: str = "",
     ) -> ModelError:
         """Record a failed call in the role's ledger; the ModelError that says why."""
         cause = f"{type(exc).__name__}: {_short(exc)}"
@@ -523,6 +542,7 @@ class Models:
                 ok=False,
                 error=cause,
                 item_id=item_id,
+                prompt=prompt,
             )
         )
         return ModelError(
@@ -541,7 +561,13 @@ class Models:
         return f" at {name.split('/', 1)[0]}'s default endpoint"
 
     def _send(
-        self, role: str, name: str, send: Callable[[], Any], item_id: str | None
+        self,
+        role: str,
+        name: str,
+        send: Callable[[], Any],
+        item_id: str | None,
+        *,
+        prompt: str = "",
     ) -> tuple[Any, int, int, float]:
         """One request in a governor slot, retried on transient failures.
 
@@ -577,6 +603,7 @@ class Models:
                             attempts=attempts,
                             elapsed_ns=elapsed_ns,
                             item_id=item_id,
+                            prompt=prompt,
                         ) from exc
                     _sleep(self.config.retry.delay(attempts - 1, _retry_after(exc), self._rng))
 
@@ -693,6 +720,7 @@ class Models:
         attempts: int = 1,
         item_id: str | None = None,
         excluded_ns: int = 0,
+        messages: list[dict[str, Any]] | None = None,
     ) -> Reply:
         cost_note = "" if call.cost_usd is not None else f"no known price for {model}"
         self._record(
@@ -706,6 +734,8 @@ class Models:
                 cached=cached,
                 attempts=attempts,
                 item_id=item_id,
+                prompt=_json(messages) if messages is not None else "",
+                reply=_json(call.reply),
             )
         )
         meter = active_meter()
@@ -776,6 +806,14 @@ def _short(exc: BaseException, limit: int = 300) -> str:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _json(value: Any) -> str:
+    """A request or reply as the run store keeps it (shown by the viewer); never raises."""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def _sendable(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -25,6 +25,8 @@ class CallRecord:
     ok: bool = True
     error: str = ""
     item_id: str | None = None
+    prompt: str = ""  # the request's messages as JSON ("" for an embedding)
+    reply: str = ""  # the reply as JSON ("" for a failed call)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,7 +27,8 @@ from skynet.mean import Mean, beside, mean_of
 from skynet.models.ledger import LedgerTotals
 from skynet.packages import ReportSection, ReportView
 from skynet.runs.store import EVALUATION, CandidateRow, EvaluationRow, RunRow, RunStore
-from skynet.terminal import printable
+from skynet.terminal import printable, wrap
+from skynet.view.plots import curve_svg
 
 __all__ = [
     "CandidateSummary",
@@ -681,10 +682,19 @@ def _package_sections(view: ReportView) -> tuple[ReportSection, ...]:
 # Text.
 
 
-def render_text(summary: RunSummary) -> str:
+def render_text(summary: RunSummary, *, columns: int | None = None) -> str:
     """The report as plain text for a terminal. Candidate texts, outputs and errors are in it,
-    so every control character but newline and tab is escaped (skynet.terminal.printable)."""
+    so every control character but newline and tab is escaped (skynet.terminal.printable).
+
+    Args:
+        columns: wrap the prose (notes, errors, facts) to this width (skynet.terminal.width());
+            None leaves each on one line. Tables and diffs are never wrapped.
+    """
     s, run = summary, summary.run
+
+    def prose(text: str, indent: str = "") -> list[str]:
+        return wrap(printable(text), columns, indent=indent)
+
     engine = (
         "evaluation only (skynet eval)"
         if _evaluation_only(s)
@@ -692,16 +702,19 @@ def render_text(summary: RunSummary) -> str:
     )
     out = [
         f"Run {run.id}  {run.status}  {engine}",
-        f"  started {run.created}  finished {run.finished or '-'}  "
-        f"wall time {_duration(s.wall_seconds)}",
+        *prose(
+            f"started {run.created}  finished {run.finished or '-'}  "
+            f"wall time {_duration(s.wall_seconds)}",
+            "  ",
+        ),
         f"  dataset {run.dataset_hash[:12]}  metric {s.metric_hash[:12]}",
     ]
     if run.error:
-        out.append(f"  error: {printable(run.error)}")
+        out += prose(f"error: {run.error}", "  ")
     if _unsandboxed(s):
-        out.append(f"  {UNSANDBOXED}")
+        out += prose(UNSANDBOXED, "  ")
     for key, value in _shown_notes(s):
-        out.append(f"  {key}: {json.dumps(value)}")
+        out += prose(f"{key}: {json.dumps(value)}", "  ")
     out.append("")
 
     out.append(_scores_title(s))
@@ -714,23 +727,26 @@ def render_text(summary: RunSummary) -> str:
         if section.rows:
             rows = [list(r) for r in section.rows]
             out += _table(list(section.header), rows, text_columns=section.text_columns)
-        out += [f"  {printable(note)}" for note in section.notes]
+        for note in section.notes:
+            out += prose(note, "  ")
     objectives = _objective_rows(s)
     if objectives:
         out += ["", "Objectives (val means)"]
         out += _table(["objective", "baseline", "best", "change"], objectives)
     out += ["", "Cost and time by role"]
     out += _table(_COST_HEADER, _cost_rows(s))
-    out += ["", *_facts(s)]
+    out.append("")
+    for fact in _facts(s):
+        out += prose(fact)
     if s.stale:
-        out.append(
+        out += prose(
             f"Stale: {s.stale} evaluation(s) were scored under another metric; "
             "rescore the run to count them"
         )
     if s.outdated:
-        out.append(_outdated(s))
+        out += prose(_outdated(s))
     if s.repeats:
-        out += ["", _repeats_title(s)]
+        out += ["", *prose(_repeats_title(s))]
         out += _table(_REPEATS_HEADER, _repeat_rows(s), text_columns=2)
     if _evaluation_only(s):
         return printable("\n".join(out) + "\n", multiline=True)
@@ -782,7 +798,7 @@ def _printed(s: RunSummary) -> list[str]:
 # HTML.
 
 
-_CSS = """
+CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem 0;color:#222;
 padding:0 2rem}
 h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:2rem}
@@ -793,7 +809,7 @@ th:first-child,td:first-child{text-align:left}
 pre{background:#f6f8fa;padding:.8rem;white-space:pre-wrap;overflow-wrap:anywhere}
 .diff span{display:block}.add{color:#116329;background:#dafbe1}.del{color:#82071e;
 background:#ffebe9}.hunk{color:#6639ba}.err{color:#82071e}
-svg text{font-size:12px;fill:#333}
+svg{max-width:100%;height:auto}
 """
 
 
@@ -813,92 +829,6 @@ def _html_table(header: list[str], rows: list[list[str]], mono_first: bool = Fal
             cells.append(f"<td{cls}>{_h(cell)}</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-
-
-def _nice_step(span: float, target: int = 5) -> float:
-    """A round step (1, 2, 2.5 or 5 times a power of ten) giving about `target` intervals."""
-    raw = span / target if span > 0 else 1.0
-    magnitude = 10 ** math.floor(math.log10(raw))
-    return next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw * (1 - 1e-9))
-
-
-def _axis(lo: float, hi: float, *, integer: bool = False) -> tuple[float, float, list[float], int]:
-    """(axis low, axis high, ticks, decimals for labels) covering [lo, hi] on round numbers."""
-    step = _nice_step(hi - lo)
-    if integer:
-        step = max(1.0, float(math.ceil(step)))
-    low = math.floor(lo / step + 1e-9) * step
-    high = math.ceil(hi / step - 1e-9) * step
-    if high <= low:
-        low, high = low - step, high + step
-    count = round((high - low) / step)
-    ticks = [low + i * step for i in range(count + 1)]
-    decimals = 0 if integer else max(0, -math.floor(math.log10(step) + 1e-9))
-    if not integer and round(step * 10**decimals, 6) % 1:
-        decimals += 1  # a step like 0.25
-    return low, high, ticks, decimals
-
-
-def _svg_curve(curve: list[tuple[int, float]], metric_calls: int) -> str:
-    width, height = 640, 320
-    left, right, top, bottom = 64, 20, 20, 48
-    plot_w, plot_h = width - left - right, height - top - bottom
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" '
-        'aria-label="best val score against metric calls used">',
-        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" '
-        'stroke="#bbb"/>',
-        f'<text x="{left + plot_w / 2:.1f}" y="{height - 8}" text-anchor="middle">'
-        "metric calls used</text>",
-        f'<text x="16" y="{top + plot_h / 2:.1f}" text-anchor="middle" '
-        f'transform="rotate(-90 16 {top + plot_h / 2:.1f})">best val score</text>',
-    ]
-    if not curve:
-        parts.append(
-            f'<text x="{left + plot_w / 2:.1f}" y="{top + plot_h / 2:.1f}" '
-            'text-anchor="middle">no val score recorded yet</text></svg>'
-        )
-        return "".join(parts)
-
-    x_lo, x_hi, x_ticks, _ = _axis(0, max(metric_calls, curve[-1][0], 1), integer=True)
-    ys = [y for _, y in curve]
-    y_lo, y_hi, y_ticks, decimals = _axis(min(ys), max(ys))
-
-    def px(x: float) -> float:
-        return left + plot_w * (x - x_lo) / (x_hi - x_lo)
-
-    def py(y: float) -> float:
-        return top + plot_h * (1 - (y - y_lo) / (y_hi - y_lo))
-
-    for t in x_ticks:
-        parts.append(
-            f'<line x1="{px(t):.1f}" y1="{top + plot_h}" x2="{px(t):.1f}" '
-            f'y2="{top + plot_h + 4}" stroke="#888"/>'
-            f'<text x="{px(t):.1f}" y="{top + plot_h + 18}" text-anchor="middle">'
-            f"{round(t)}</text>"
-        )
-    for t in y_ticks:
-        parts.append(
-            f'<line x1="{left - 4}" y1="{py(t):.1f}" x2="{left}" y2="{py(t):.1f}" stroke="#888"/>'
-            f'<text x="{left - 8}" y="{py(t) + 4:.1f}" text-anchor="end">{t:.{decimals}f}</text>'
-        )
-    # Best-so-far is a step function: it holds its value until the next improvement.
-    points: list[tuple[float, float]] = []
-    for i, (x, y) in enumerate(curve):
-        if i:
-            points.append((x, curve[i - 1][1]))
-        points.append((x, y))
-    points.append((max(metric_calls, curve[-1][0]), curve[-1][1]))
-    path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in points)
-    parts.append(f'<polyline points="{path}" fill="none" stroke="#0969da" stroke-width="2"/>')
-    for x, y in curve:
-        parts.append(
-            f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="#0969da">'
-            f"<title>{x} metric calls: {y:.4f}</title></circle>"
-        )
-    parts.append("</svg>")
-    return "".join(parts)
 
 
 def _html_diff(text: str) -> str:
@@ -922,6 +852,11 @@ def _html_diff(text: str) -> str:
 
 def render_html(summary: RunSummary) -> str:
     """The report as one self-contained HTML page (inline CSS and SVG, no scripts)."""
+    return page(f"Skynet run {summary.run.id}", overview_html(summary))
+
+
+def overview_html(summary: RunSummary) -> list[str]:
+    """The report's body as HTML blocks: the overview page of the viewer and of the file."""
     s, run = summary, summary.run
     meta = [
         f"status <b>{_h(run.status)}</b>",
@@ -966,7 +901,7 @@ def render_html(summary: RunSummary) -> str:
 
     if not _evaluation_only(s):
         body.append("<h2>Best val score against metric calls used</h2>")
-        body.append(_svg_curve(s.curve, s.metric_calls))
+        body.append(curve_svg(s.curve, s.metric_calls))
 
     body.append("<h2>Cost and time by role</h2>")
     body.append(_html_table(_COST_HEADER, _cost_rows(s)))
@@ -980,7 +915,7 @@ def render_html(summary: RunSummary) -> str:
         facts.append(_outdated(s))
     body.append("<ul>" + "".join(f"<li>{_h(f)}</li>" for f in facts) + "</ul>")
     if _evaluation_only(s):
-        return _page(run, body)
+        return body
 
     body.append("<h2>Best candidate against the seed</h2>")
     if not s.diff:
@@ -990,12 +925,23 @@ def render_html(summary: RunSummary) -> str:
 
     body.append("<h2>Candidates</h2>")
     body.append(_html_table(_CANDIDATE_HEADER, _candidate_rows(s), mono_first=True))
-    return _page(run, body)
+    return body
 
 
-def _page(run: RunRow, body: list[str]) -> str:
+# Nothing on a page may fetch anything: a saved report is read offline, and a candidate's text
+# that slipped through escaping could not call out either.
+CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+
+
+def page(
+    title: str, body: list[str], *, css: str = "", script: str = "", csp: str = CSP, attrs: str = ""
+) -> str:
+    """A whole HTML document: inline style and script, nothing fetched."""
+    js = f"<script>{script}</script>" if script else ""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>Skynet run {_h(run.id)}</title><style>{_CSS}</style></head>"
-        f"<body>{''.join(body)}</body></html>\n"
+        f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_h(title)}</title><style>{CSS}{css}</style></head>"
+        f"<body{attrs}>{''.join(body)}{js}</body></html>\n"
     )

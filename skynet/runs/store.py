@@ -13,12 +13,13 @@ that records a migration this code does not know was written by a newer Skynet a
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import secrets
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -175,7 +176,31 @@ def m002_repetitions(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE evaluations ADD COLUMN repetitions TEXT NOT NULL DEFAULT '[]'")
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_initial, m002_repetitions]
+def m003_items_and_call_text(db: sqlite3.Connection) -> None:
+    """The items a run was given (input and expected, by split), so a report shows them without
+    the project's data; each model call's request and reply, shown on demand by the viewer."""
+    db.execute(
+        """
+        CREATE TABLE items (
+            run_id TEXT NOT NULL REFERENCES runs(id),
+            item_id TEXT NOT NULL,
+            split TEXT NOT NULL,
+            input TEXT NOT NULL,
+            expected TEXT,
+            seq INTEGER NOT NULL,
+            PRIMARY KEY (run_id, item_id)
+        )
+        """
+    )
+    db.execute("ALTER TABLE calls ADD COLUMN prompt TEXT NOT NULL DEFAULT ''")
+    db.execute("ALTER TABLE calls ADD COLUMN reply TEXT NOT NULL DEFAULT ''")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
+    m001_initial,
+    m002_repetitions,
+    m003_items_and_call_text,
+]
 
 _MIGRATIONS_TABLE = "skynet_migrations"
 
@@ -313,6 +338,27 @@ def _repetition_from(data: dict[str, Any]) -> Result:
         traceback=data.get("traceback", ""),
         notes=tuple(data.get("notes") or ()),
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemRow:
+    """One item a run was given: its split, input and expected output (None: unlabeled)."""
+
+    item_id: str
+    split: str
+    input: Any
+    expected: Any
+    seq: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallRow:
+    """One recorded model call with its place in the run (seq, time); its request and reply
+    are read on demand (RunStore.call), not with every listing."""
+
+    seq: int
+    created: str
+    call: CallRecord
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -859,8 +905,9 @@ class RunStore:
             with self._transaction() as db:
                 db.execute(
                     "INSERT INTO calls (run_id, seq, role, model, elapsed_ms, input_tokens, "
-                    "output_tokens, cost_usd, cached, attempts, ok, error, item_id, created) "
-                    "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+                    "output_tokens, cost_usd, cached, attempts, ok, error, item_id, created, "
+                    "prompt, reply) "
+                    "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
                     "FROM calls WHERE run_id = ?",
                     (
                         run_id,
@@ -876,31 +923,109 @@ class RunStore:
                         record.error,
                         record.item_id,
                         _now(),
+                        _text(record.prompt) or "",
+                        _text(record.reply) or "",
                         run_id,
                     ),
                 )
         except sqlite3.IntegrityError as exc:
             raise self._unknown_run(run_id) from exc
 
+    _CALL_FIGURES = (
+        "seq, created, role, model, elapsed_ms, input_tokens, output_tokens, cost_usd, cached, "
+        "attempts, ok, error, item_id"
+    )
+
+    @staticmethod
+    def _call_record(r: sqlite3.Row, *, text: bool = False) -> CallRecord:
+        return CallRecord(
+            role=r["role"],
+            model=r["model"],
+            elapsed_ms=r["elapsed_ms"],
+            input_tokens=r["input_tokens"],
+            output_tokens=r["output_tokens"],
+            cost_usd=r["cost_usd"],
+            cached=bool(r["cached"]),
+            attempts=r["attempts"],
+            ok=bool(r["ok"]),
+            error=r["error"],
+            item_id=r["item_id"],
+            prompt=r["prompt"] if text else "",
+            reply=r["reply"] if text else "",
+        )
+
     def calls(self, run_id: str) -> list[CallRecord]:
-        """The run's model calls in recording order."""
-        rows = self._query("SELECT * FROM calls WHERE run_id = ? ORDER BY seq", (run_id,))
+        """The run's model calls in recording order (without their request and reply text)."""
+        return [row.call for row in self.call_rows(run_id)]
+
+    def call_rows(self, run_id: str) -> list[CallRow]:
+        """The run's model calls with their seq and time, in recording order (without their
+        request and reply text: `call` reads one with them)."""
+        rows = self._query(
+            f"SELECT {self._CALL_FIGURES} FROM calls WHERE run_id = ? ORDER BY seq", (run_id,)
+        )
         return [
-            CallRecord(
-                role=r["role"],
-                model=r["model"],
-                elapsed_ms=r["elapsed_ms"],
-                input_tokens=r["input_tokens"],
-                output_tokens=r["output_tokens"],
-                cost_usd=r["cost_usd"],
-                cached=bool(r["cached"]),
-                attempts=r["attempts"],
-                ok=bool(r["ok"]),
-                error=r["error"],
+            CallRow(seq=r["seq"], created=r["created"], call=self._call_record(r)) for r in rows
+        ]
+
+    def call(self, run_id: str, seq: int) -> CallRow | None:
+        """One model call with its request and reply text; None when the run has no such call."""
+        rows = self._query("SELECT * FROM calls WHERE run_id = ? AND seq = ?", (run_id, seq))
+        if not rows:
+            return None
+        r = rows[0]
+        return CallRow(seq=r["seq"], created=r["created"], call=self._call_record(r, text=True))
+
+    def stamp(self, run_id: str) -> str:
+        """A short text that changes whenever anything of the run is recorded (the viewer
+        reloads a page when it does)."""
+        rows = self._query(
+            "SELECT r.status, r.best_candidate_id, r.notes, "
+            "(SELECT COUNT(*) || ':' || COALESCE(MAX(seq), 0) FROM evaluations WHERE run_id = r.id), "
+            "(SELECT COUNT(*) FROM calls WHERE run_id = r.id), "
+            "(SELECT COUNT(*) FROM candidates WHERE run_id = r.id), "
+            "(SELECT COUNT(*) FROM proposals WHERE run_id = r.id) "
+            "FROM runs r WHERE r.id = ?",
+            (run_id,),
+        )
+        if not rows:
+            raise self._unknown_run(run_id)
+        parts = [str(v) for v in tuple(rows[0])]
+        return hashlib.sha256("|".join(parts).encode("utf-8", "replace")).hexdigest()[:16]
+
+    # -- items ------------------------------------------------------------------------------------
+
+    def record_items(self, run_id: str, items: Iterable[tuple[str, Any]]) -> None:
+        """Record the items a run was given, as (split, skynet.data.Item) pairs; an item already
+        recorded is kept as it was (a resumed run was checked to have the same data)."""
+        rows = [
+            (run_id, item.id, split, _dumps(item.input), _dumps(item.expected), i)
+            for i, (split, item) in enumerate(items, start=1)
+        ]
+        try:
+            with self._transaction() as db:
+                db.executemany(
+                    "INSERT OR IGNORE INTO items (run_id, item_id, split, input, expected, seq) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+        except sqlite3.IntegrityError as exc:
+            raise self._unknown_run(run_id) from exc
+
+    def items(self, run_id: str) -> dict[str, ItemRow]:
+        """item id → the item as the run recorded it (empty for a run recorded before items
+        were kept)."""
+        rows = self._query("SELECT * FROM items WHERE run_id = ? ORDER BY seq", (run_id,))
+        return {
+            r["item_id"]: ItemRow(
                 item_id=r["item_id"],
+                split=r["split"],
+                input=json.loads(r["input"]),
+                expected=None if r["expected"] is None else json.loads(r["expected"]),
+                seq=r["seq"],
             )
             for r in rows
-        ]
+        }
 
     def cost_by_role(self, run_id: str) -> dict[str, LedgerTotals]:
         """Totals of the run's model calls per role, the same sums a live Ledger makes.

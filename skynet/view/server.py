@@ -1,0 +1,223 @@
+"""`skynet view`: the run viewer on 127.0.0.1, reading runs.db as it is written.
+
+Pages (GET only):
+    /                          every run of the project, and a form to compare two
+    /run/RUN                   the run's pages (?a=&b= two candidates, ?x=&y= two objectives)
+    /run/RUN/stamp             a short text that changes when the run records anything
+    /run/RUN/call/SEQ          one model call's request and reply (fetched when opened)
+    /compare/RUN_A/RUN_B       two runs side by side
+
+A page of a running run reloads itself when its stamp changes. The server answers only
+requests addressed to the loopback host (a page elsewhere cannot rebind a name to it and read the
+runs), and is the standard library's ThreadingHTTPServer: one thread per request, each reading
+the store under its lock.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import IO
+from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+from skynet.errors import ConfigError
+from skynet.runs.report import RunSummary, _h, page, summarize
+from skynet.runs.store import RunStore
+from skynet.view.compare import compare, render_compare_html
+from skynet.view.pages import PAGE_CSS, SCRIPT, VIEWER_CSP, call_text_html, render_document
+
+__all__ = ["DEFAULT_PORT", "Viewer", "serve"]
+
+DEFAULT_PORT = 7575
+_LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
+
+
+class Viewer:
+    """Renders the viewer's pages from a run store (one instance per server)."""
+
+    def __init__(
+        self,
+        store: RunStore,
+        *,
+        project_dir: Path | None = None,
+        current_hash: str | None = None,
+    ) -> None:
+        self.store = store
+        self.project_dir = project_dir
+        self.current_hash = current_hash
+
+    def summary(self, run_id: str) -> RunSummary:
+        run = self.store.get_run(run_id)
+        return summarize(
+            self.store,
+            run_id,
+            metric_hash=run.notes.get("metric_hash"),
+            current_hash=self.current_hash,
+            project_dir=self.project_dir,
+        )
+
+    def respond(self, target: str) -> tuple[int, str, str]:
+        """(status, content type, body) for a GET of `target` (path and query)."""
+        parts = urlsplit(target)
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        path = [unquote(p) for p in parts.path.strip("/").split("/") if p]
+        try:
+            if not path:
+                return _html(self.index())
+            if path[0] == "run" and len(path) == 2:
+                s = self.summary(path[1])
+                return _html(
+                    render_document(
+                        self.store,
+                        s,
+                        a=query.get("a"),
+                        b=query.get("b"),
+                        x=query.get("x"),
+                        y=query.get("y"),
+                        live=True,
+                        stamp=self.store.stamp(path[1]),
+                    )
+                )
+            if path[0] == "run" and len(path) == 3 and path[2] == "stamp":
+                return HTTPStatus.OK, "text/plain; charset=utf-8", self.store.stamp(path[1])
+            if path[0] == "run" and len(path) == 4 and path[2] == "call" and path[3].isdigit():
+                row = self.store.call(path[1], int(path[3]))
+                if row is None:
+                    return _missing(f"run {path[1]} has no call {path[3]}")
+                return HTTPStatus.OK, "text/html; charset=utf-8", call_text_html(row)
+            if path[0] == "compare" and len(path) == 3:
+                return _html(self.comparison(path[1], path[2]))
+            if path[0] == "compare" and len(path) == 1 and query.get("a") and query.get("b"):
+                return _redirect(f"/compare/{quote(query['a'])}/{quote(query['b'])}")
+        except ConfigError as exc:  # an unknown run: say so on the page
+            return _missing(str(exc))
+        return _missing(f"no page {parts.path}; the runs are listed at /")
+
+    def comparison(self, a: str, b: str) -> str:
+        return render_compare_html(compare(self.store, self.summary(a), self.summary(b)), live=True)
+
+    def index(self) -> str:
+        runs = self.store.list_runs()
+        rows = []
+        for run in runs:
+            try:
+                s = self.summary(run.id)
+            except ConfigError:
+                continue
+            base = s.seed.val_score if s.seed else None
+            best = s.best.val_score if s.best else None
+            rows.append(
+                f'<tr><td><a class="mono" href="/run/{_h(quote(run.id))}">{_h(run.id)}</a></td>'
+                f"<td>{_h(run.status)}</td><td>{_h(run.engine)}</td>"
+                f"<td>{_h('-' if base is None else f'{base:.3f}')}</td>"
+                f"<td>{_h('-' if best is None else f'{best:.3f}')}</td>"
+                f"<td>{len(s.candidates)}</td><td>{_h(run.created)}</td></tr>"
+            )
+        options = "".join(f'<option value="{_h(r.id)}">{_h(r.id)}</option>' for r in runs)
+        body = [
+            "<h1>Skynet runs</h1>",
+            f'<p class="meta">{_h(str(self.store.path))}</p>',
+            '<table id="runs"><thead><tr><th>run</th><th>status</th><th>engine</th>'
+            "<th>baseline val</th><th>best val</th><th>candidates</th><th>started</th></tr>"
+            f"</thead><tbody>{''.join(rows)}</tbody></table>",
+        ]
+        if len(runs) >= 2:
+            body.append(
+                '<h2>Compare two runs</h2><form class="picker" method="get" action="/compare">'
+                f'<label>A <select name="a">{options}</select></label> '
+                f'<label>B <select name="b">{options}</select></label> '
+                '<button type="submit">compare</button></form>'
+            )
+        if not runs:
+            body.append("<p>No runs recorded yet; skynet run starts one.</p>")
+        return page("Skynet runs", body, css=PAGE_CSS, script=SCRIPT, csp=VIEWER_CSP)
+
+
+def _html(text: str) -> tuple[int, str, str]:
+    return HTTPStatus.OK, "text/html; charset=utf-8", text
+
+
+def _missing(text: str) -> tuple[int, str, str]:
+    body = page("Not found", [f'<p class="err">{_h(text)}</p>', '<p><a href="/">All runs</a></p>'])
+    return HTTPStatus.NOT_FOUND, "text/html; charset=utf-8", body
+
+
+def _redirect(location: str) -> tuple[int, str, str]:
+    return HTTPStatus.SEE_OTHER, f"redirect:{location}", ""
+
+
+def _handler(viewer: Viewer, log: Callable[[str], None]) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "skynet-view"
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            host = re.sub(r":\d+$", "", self.headers.get("Host", ""))
+            if host not in _LOCAL_HOSTS:
+                self._send(HTTPStatus.FORBIDDEN, "text/plain; charset=utf-8", "loopback only\n")
+                return
+            try:
+                status, kind, body = viewer.respond(self.path)
+            except Exception as exc:  # noqa: BLE001 — one page failing must not stop the viewer
+                log(f"skynet view: {self.path}: {type(exc).__name__}: {exc}")
+                status, kind, body = _missing(f"this page failed: {type(exc).__name__}: {exc}")
+                status = HTTPStatus.INTERNAL_SERVER_ERROR
+            self._send(status, kind, body)
+
+        def _send(self, status: int, kind: str, body: str) -> None:
+            data = body.encode("utf-8", "replace")
+            self.send_response(status)
+            if kind.startswith("redirect:"):
+                self.send_header("Location", kind.removeprefix("redirect:"))
+                kind = "text/plain; charset=utf-8"
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Cache-Control", "no-store")
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.end_headers()
+            try:
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the browser left
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            pass  # one line per request is noise; failures are said by do_GET
+
+    return Handler
+
+
+def serve(
+    viewer: Viewer,
+    *,
+    port: int = DEFAULT_PORT,
+    first: str = "/",
+    out: IO[str] | None = None,
+) -> ThreadingHTTPServer:
+    """Start serving on 127.0.0.1:`port` (0: any free port) and return the server; the caller
+    runs `serve_forever()` and, at the end, `server_close()`.
+
+    Raises:
+        ConfigError: the port is taken or cannot be bound.
+    """
+    out = out or sys.stdout
+    try:
+        server = ThreadingHTTPServer(("127.0.0.1", port), _handler(viewer, _say(sys.stderr)))
+    except OSError as exc:
+        raise ConfigError(
+            f"skynet view cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}); "
+            "pick another port with --port N (0: any free one)"
+        ) from exc
+    server.daemon_threads = True
+    url = f"http://127.0.0.1:{server.server_address[1]}{first}"
+    print(f"Skynet viewer: {url}  (Ctrl-C stops it)", file=out, flush=True)
+    return server
+
+
+def _say(stream: IO[str]) -> Callable[[str], None]:
+    def say(text: str) -> None:
+        print(text, file=stream, flush=True)
+
+    return say
