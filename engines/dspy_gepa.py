@@ -23,12 +23,11 @@ import contextlib
 import io
 import logging
 import re
-import threading
-from collections.abc import Callable
 from typing import Any, cast
 
 from engines.options import dspy_gepa_options
 from engines.sampling import fit_options
+from engines.verdicts import Verdicts
 from skynet.data import Item
 from skynet.engine import Candidate, EngineContext, EngineOutcome, EngineSettings
 from skynet.errors import BudgetExhausted, ConfigError, ModelError
@@ -55,39 +54,19 @@ def _as_failure(exc: Exception) -> Exception:
     return wrapped
 
 
-class _Proposals:
+class _Proposals(Verdicts):
     """gepa's callbacks inside dspy.GEPA: each reflection's proposal recorded, as the gepa engine
     records its own ("proposed", or "empty" / "unchanged" when the reflection model gave nothing
-    new), and each merge dspy.GEPA tries; each candidate accepted into the pool is recorded
-    with its parents as it is accepted (a killed run keeps its lineage so far)."""
+    new), each merge dspy.GEPA tries, and gepa's verdict on each (engines.verdicts); each
+    candidate accepted into the pool is recorded with its parents as it is accepted (a killed
+    run keeps its lineage so far)."""
 
-    def __init__(self, ctx: EngineContext, rename: Callable[[str], str]) -> None:
-        self.ctx = ctx
-        self.rename = rename  # dspy.GEPA's predictor name -> the artifact's component name
-        self.lock = threading.Lock()
-        self.parents: dict[int, list[dict[str, str]]] = {}  # iteration -> parents, in order
-        self.pool: dict[int, dict[str, str]] = {}
-
-    def on_valset_evaluated(self, event: Any) -> None:
-        candidate = {self.rename(k): v for k, v in event["candidate"].items()}
-        with self.lock:
-            self.pool[int(event["candidate_idx"])] = candidate
-            parents = [self.pool[p] for p in event["parent_ids"] if p in self.pool]
-        self.ctx.record_lineage(candidate, parents)
-
-    def on_proposal_start(self, event: Any) -> None:
-        with self.lock:
-            self.parents.setdefault(event["iteration"], []).append(dict(event["parent_candidate"]))
-
-    def on_proposal_end(self, event: Any) -> None:
-        with self.lock:
-            waiting = self.parents.get(event["iteration"]) or [{}]
-            parent = waiting.pop(0)
+    def proposal_made(self, event: Any, parent: Candidate) -> None:
         for name, text in event["new_instructions"].items():
             component = _component(name)
             if not text.strip():
                 status = "empty"
-            elif text.strip() == parent.get(name, "").strip():
+            elif text.strip() == parent.get(self.rename(name), "").strip():
                 status = "unchanged"
             else:
                 status = "proposed"

@@ -39,6 +39,7 @@ from typing import Any, cast
 
 from engines.options import gepa_options
 from engines.sampling import fit_options
+from engines.verdicts import Verdicts
 from skynet.data import Item
 from skynet.engine import Candidate, EngineContext, EngineOutcome, EngineSettings
 from skynet.errors import BudgetExhausted, ConfigError, ModelError
@@ -317,21 +318,6 @@ class _Plateau:
         return False
 
 
-class _Lineage:
-    """GEPA's observation callback: each candidate accepted into the pool is recorded with its
-    parents as it is accepted, so a run killed mid-search keeps its lineage so far."""
-
-    def __init__(self, ctx: EngineContext) -> None:
-        self.ctx = ctx
-        self.pool: dict[int, Candidate] = {}
-
-    def on_valset_evaluated(self, event: Any) -> None:
-        candidate = dict(event["candidate"])
-        self.pool[int(event["candidate_idx"])] = candidate
-        parents = [self.pool[p] for p in event["parent_ids"] if p is not None and p in self.pool]
-        self.ctx.record_lineage(candidate, parents)
-
-
 class _Log:
     """GEPA's logger protocol, onto the run's engine log."""
 
@@ -447,7 +433,7 @@ class GepaEngine:
             ),
             tracking=TrackingConfig(logger=_Log(ctx)),
             merge=MergeConfig(**options.merge) if options.merge is not None else None,
-            callbacks=[cast(Any, _Lineage(ctx))],  # gepa calls the methods a callback has
+            callbacks=[cast(Any, Verdicts(ctx))],  # gepa calls the methods a callback has
             stop_callbacks=[
                 _BudgetStopper(ctx, reflector),
                 *([_Plateau(ctx, ctx.patience, per_iteration)] if ctx.patience else []),

@@ -85,7 +85,8 @@ class EngineContext:
             passed its limit).
         reflect: one reflection-model call: (prompt text, draw index, max_tokens or None for
             the model's own) in, reply text out.
-        record_proposal: records what became of one proposal (status, detail, text).
+        record_proposal: records what became of one proposal (status, detail, text, and
+            the parent candidate it was made from when known).
         record_lineage: records an accepted candidate and the candidates it was made from, as
             it is accepted (candidate, parents), so a killed run keeps its lineage so far; the
             lineage the engine returns (EngineOutcome.parents) is recorded too, at the end.

@@ -343,14 +343,17 @@ class RunSession:
     def cid(self, candidate: Candidate) -> str:
         return candidate_id(candidate, self.project.fingerprint)
 
-    def record_proposal(self, *, status: str, detail: str, text: str = "") -> None:
+    def record_proposal(
+        self, *, status: str, detail: str, text: str = "", parent: Candidate | None = None
+    ) -> None:
         with self._lock:
             key = (status, detail, text)
             if self._replayed_proposals[key] > 0:
                 self._replayed_proposals[key] -= 1
                 return
+        parent_id = self.cid(parent) if parent else None
         self.store.record_proposal(
-            self.run_id, parent_id=None, status=status, detail=detail, text=text
+            self.run_id, parent_id=parent_id, status=status, detail=detail, text=text
         )
 
     def record_lineage(self, candidate: Candidate, parents: Sequence[Candidate]) -> None:

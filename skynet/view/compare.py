@@ -156,7 +156,13 @@ def compare(store: RunStore, a: RunSummary, b: RunSummary) -> RunComparison:
 
     ea, eb = evaluations(a, shown_a), evaluations(b, shown_b)
     items_a, items_b = store.items(a.run.id), store.items(b.run.id)
-    keys = sorted(set(ea) | set(eb), key=lambda k: (k[0] != VAL, k[1]))
+
+    # In the data's order (as recorded), then the items no record names, by id.
+    def order(key: tuple[str, str]) -> tuple[bool, float, str]:
+        row = items_a.get(key[1]) or items_b.get(key[1])
+        return (key[0] != VAL, row.seq if row is not None else float("inf"), key[1])
+
+    keys = sorted(set(ea) | set(eb), key=order)
     items = []
     for split, item_id in keys:
         row = items_a.get(item_id) or items_b.get(item_id)
@@ -282,8 +288,11 @@ def render_compare_html(c: RunComparison, *, live: bool = False) -> str:
         f'<p class="meta">{_h(_counts_line(c))} (fixed: B scored higher than A)</p>',
     ]
     counts = c.counts
-    buttons = [("all", len(c.items))] + [
-        (k, counts.get(k, 0)) for k in ("fixed", "broken", "unchanged")
+    errors = sum(any(e is not None and e.error is not None for e in (d.a, d.b)) for d in c.items)
+    buttons = [
+        ("all", len(c.items)),
+        *((k, counts.get(k, 0)) for k in ("fixed", "broken", "unchanged")),
+        ("errors", errors),
     ]
     body.append(
         '<div class="filters">'

@@ -358,14 +358,19 @@ def _proposals_html(proposals: list[ProposalRow]) -> str:
     rows = []
     for p in proposals:
         text = f"<details><summary>text</summary>{_pre(p.text)}</details>" if p.text else ""
+        parent = (
+            f'<a class="mono" href="#cand-{_h(p.parent_id)}">{_h(p.parent_id)}</a>'
+            if p.parent_id
+            else ""
+        )
         rows.append(
             f'<tr class="proposal" data-status="{_h(p.status)}"><td>{p.seq}</td>'
-            f'<td class="status {_h(p.status)}">{_h(p.status)}</td>'
+            f'<td class="status {_h(p.status)}">{_h(p.status)}</td><td>{parent}</td>'
             f"<td>{_h(p.detail)}{text}</td><td>{_h(p.created)}</td></tr>"
         )
     return (
-        '<table class="proposals"><thead><tr><th>#</th><th>status</th><th>detail</th>'
-        f"<th>time</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        '<table class="proposals"><thead><tr><th>#</th><th>status</th><th>from</th>'
+        f"<th>detail</th><th>time</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
 
 

@@ -267,4 +267,16 @@ def test_the_engine_outcome_is_raw_gepas_result(
         # One recorded reflection call per reflection raw gepa made (none redrawn).
         reflections = [c for c in store.calls(run.id) if c.role == "reflection"]
         assert len(reflections) == len(raw_sent)
-        assert [p.status for p in store.proposals(run.id)] == ["proposed"] * len(raw_sent)
+        proposals = store.proposals(run.id)
+        statuses = [p.status for p in proposals]
+        assert statuses.count("proposed") == len(raw_sent)
+        # gepa's verdict on each: accepted into the pool, or rejected on its minibatch, each
+        # with the candidate it was made from.
+        accepted = len(raw.candidates) - 1
+        assert statuses.count("accepted") == accepted
+        assert statuses.count("rejected") == len(raw_sent) - accepted
+        judged = [p for p in proposals if p.status in ("accepted", "rejected")]
+        assert all(p.parent_id in rows for p in judged)
+        # A rejected candidate keeps its parent too: the lineage shows every proposal's origin.
+        rejected = [row for cid, row in rows.items() if cid not in ids]
+        assert rejected and all(row.parents and row.parents[0] in rows for row in rejected)

@@ -178,7 +178,9 @@ def test_an_option_set_with_set_reaches_gepa(tmp_path, scripted_server, capsys):
     args = ["-C", str(project), "run", "--set", "engine.options.max_candidate_proposals=1"]
     assert main(args) == 0
     with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        proposed = db.execute("SELECT COUNT(*) FROM proposals").fetchone()[0]
+        proposed = db.execute(
+            "SELECT COUNT(*) FROM proposals WHERE status = 'proposed'"
+        ).fetchone()[0]
     assert proposed == 1  # gepa stopped after one proposal, well inside the budget
     assert "gepa options: max_candidate_proposals = 1" in _notes(project)["engine_choice"]
     assert "max_candidate_proposals = 1" in capsys.readouterr().err
