@@ -78,7 +78,8 @@ class Verdicts:
         parent, _ = self._judged(iteration, child)
         self.ctx.record_proposal(
             status="accepted",
-            detail=f"iteration {iteration}: into the pool, val score {event['new_score']:.3f}",
+            detail=f"iteration {iteration}: better on its minibatch (sum of scores "
+            f"{event['new_score']:g}); into the pool",
             parent=parent or None,
         )
 

@@ -211,6 +211,8 @@ def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
 
 
 def _mlflow_client(uri: str) -> Any:
+    # Skynet says where the run went, once; MLflow would print its own two lines per run end.
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     try:
         from mlflow.tracking import MlflowClient
     except ImportError:

@@ -80,7 +80,7 @@ class RunComparison:
         shown_a, shown_b: the candidate of each run compared item by item: its best (an
             evaluation-only run: its last candidate evaluated).
         config: (key, A's value, B's value) for every setting that differs, as dotted keys;
-            the data and metric hashes, engine and seed included.
+            the data and metric hashes and the engine that ran included.
         items: every val and test item either run evaluated its shown candidate on.
     """
 
@@ -122,17 +122,17 @@ def _shown(s: RunSummary) -> CandidateSummary | None:
 
 def compare(store: RunStore, a: RunSummary, b: RunSummary) -> RunComparison:
     """Compare two runs' reports (skynet.runs.report.summarize) from the same store."""
+    # What the config does not hold: the data and the metric (their hashes), and the engine
+    # that ran (Auto names the one it chose).
     facts_a = {
         "dataset": a.run.dataset_hash[:12],
         "metric": a.metric_hash[:12],
         "engine": a.run.engine,
-        "seed": a.run.seed,
     }
     facts_b = {
         "dataset": b.run.dataset_hash[:12],
         "metric": b.metric_hash[:12],
         "engine": b.run.engine,
-        "seed": b.run.seed,
     }
     flat_a = facts_a | _flat(a.run.config) | _flat(a.run.budget, "budget")
     flat_b = facts_b | _flat(b.run.config) | _flat(b.run.budget, "budget")

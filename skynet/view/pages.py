@@ -629,7 +629,7 @@ details.candidate{border:1px solid #ddd;border-radius:4px;margin:.4rem 0;padding
 details.candidate[open]{background:#fcfcfd}.component{font-weight:bold;margin-top:.5rem}
 .call{font-size:.85rem;border-bottom:1px solid #eee;padding:.2rem 0}
 .call-body{padding:.3rem 1rem}.msg-role{color:#6639ba;font-size:.8rem}.flag{color:#bc4c00}
-form.picker{margin:.5rem 0}table.proposals td{text-align:left}
+form.picker{margin:.5rem 0}table.proposals td,table.proposals th{text-align:left}
 """
 
 SCRIPT = """
