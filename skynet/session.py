@@ -267,6 +267,10 @@ class RunSession:
             else set()
         )
         # A resumed engine replays its proposals (from the call cache): those are recorded once.
+        # Its verdicts on them are made afresh on the replayed (and now repaired) evaluations,
+        # so the last attempt's verdicts give way to them (RunStore.forget_verdicts).
+        if resume:
+            store.forget_verdicts(run_id)
         self._replayed_proposals = Counter(
             (p.status, p.detail, p.text) for p in (store.proposals(run_id) if resume else [])
         )

@@ -204,6 +204,10 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
 
 _MIGRATIONS_TABLE = "skynet_migrations"
 
+# A proposal's verdict (the engine's, after the reflection's own status): made again by a
+# resumed search, so the last attempt's are dropped on resume.
+VERDICTS = ("accepted", "rejected")
+
 
 # --------------------------------------------------------------------------------------------
 # Rows handed out by the store.
@@ -1100,6 +1104,16 @@ class RunStore:
                 )
         except sqlite3.IntegrityError as exc:
             raise self._unknown_run(run_id) from exc
+
+    def forget_verdicts(self, run_id: str) -> int:
+        """Drop the engine's verdicts on proposals (statuses in VERDICTS) before a resume: the
+        resumed search judges every proposal again on the replayed evaluations, and a verdict
+        made on evaluations an outage broke must not stand beside the new one. Returns how many
+        were dropped."""
+        marks = ", ".join("?" for _ in VERDICTS)
+        return self._write(
+            f"DELETE FROM proposals WHERE run_id = ? AND status IN ({marks})", (run_id, *VERDICTS)
+        )
 
     def proposals(self, run_id: str) -> list[ProposalRow]:
         """The run's proposals in recording order."""
