@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,6 +35,7 @@ from skynet.view.pages import PAGE_CSS, SCRIPT, VIEWER_CSP, call_text_html, rend
 __all__ = ["DEFAULT_PORT", "Viewer", "serve"]
 
 DEFAULT_PORT = 7575
+_PAGES_KEPT = 8  # rendered run pages kept, by (address, stamp)
 _LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
 
 
@@ -49,6 +52,8 @@ class Viewer:
         self.store = store
         self.project_dir = project_dir
         self.current_hash = current_hash
+        self._lock = threading.Lock()
+        self._pages: OrderedDict[tuple[str, str], str] = OrderedDict()
 
     def summary(self, run_id: str) -> RunSummary:
         run = self.store.get_run(run_id)
@@ -69,19 +74,7 @@ class Viewer:
             if not path:
                 return _html(self.index())
             if path[0] == "run" and len(path) == 2:
-                s = self.summary(path[1])
-                return _html(
-                    render_document(
-                        self.store,
-                        s,
-                        a=query.get("a"),
-                        b=query.get("b"),
-                        x=query.get("x"),
-                        y=query.get("y"),
-                        live=True,
-                        stamp=self.store.stamp(path[1]),
-                    )
-                )
+                return _html(self.run_page(path[1], query, target))
             if path[0] == "run" and len(path) == 3 and path[2] == "stamp":
                 return HTTPStatus.OK, "text/plain; charset=utf-8", self.store.stamp(path[1])
             if path[0] == "run" and len(path) == 4 and path[2] == "call" and path[3].isdigit():
@@ -96,6 +89,31 @@ class Viewer:
         except ConfigError as exc:  # an unknown run: say so on the page
             return _missing(str(exc))
         return _missing(f"no page {parts.path}; the runs are listed at /")
+
+    def run_page(self, run_id: str, query: dict[str, str], target: str) -> str:
+        """A run's document, drawn again only when the run has recorded something since (its
+        stamp, read before the records, so a page is never newer than the stamp it carries)."""
+        stamp = self.store.stamp(run_id)
+        key = (target, stamp)
+        with self._lock:
+            page = self._pages.get(key)
+        if page is not None:
+            return page
+        page = render_document(
+            self.store,
+            self.summary(run_id),
+            a=query.get("a"),
+            b=query.get("b"),
+            x=query.get("x"),
+            y=query.get("y"),
+            live=True,
+            stamp=stamp,
+        )
+        with self._lock:
+            self._pages[key] = page
+            while len(self._pages) > _PAGES_KEPT:
+                self._pages.popitem(last=False)
+        return page
 
     def comparison(self, a: str, b: str) -> str:
         return render_compare_html(compare(self.store, self.summary(a), self.summary(b)), live=True)
