@@ -31,6 +31,7 @@ from skynet.commands import (
 from skynet.errors import ConfigError, ModelError, SkynetError
 from skynet.terminal import printable
 from skynet.terminal import width as terminal_width
+from skynet.view import DEFAULT_PORT
 
 if TYPE_CHECKING:
     pass
@@ -277,10 +278,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     current = _current_hash(args)
     if len(runs) == 2:
         return _show_two(store, run_id, runs[1], args, current)
-    run = store.get_run(run_id)
     summary = _summary(store, run_id, args, current)
     print(render_text(summary, columns=terminal_width()))
-    if run.status == "running" and not writing(store.path.parent, run_id):
+    if summary.run.status == "running" and not writing(store.path.parent, run_id):
         print(_orphaned(run_id))
     if args.html:
         from skynet.view.pages import render_document
@@ -294,7 +294,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 def _show_two(store: Any, a: str, b: str, args: argparse.Namespace, current: str | None) -> int:
     from skynet.view.compare import compare, render_compare_html, render_compare_text
 
-    store.get_run(b)
     comparison = compare(
         store, _summary(store, a, args, current), _summary(store, b, args, current)
     )
@@ -311,12 +310,8 @@ def cmd_view(args: argparse.Namespace) -> int:
 
     from skynet.view.server import Viewer, serve
 
-    if args.run:
-        store, run_id = _open_run(args)
-        first = f"/run/{quote(run_id)}"
-    else:
-        store, _ = _open_run(args)
-        first = "/"
+    store, run_id = _open_run(args)  # a project with no runs, or no such run: one line
+    first = f"/run/{quote(run_id)}" if args.run else "/"
     try:
         current = _current_hash(args)
     except Exception:  # noqa: BLE001 — a project that no longer loads still has its runs shown
@@ -546,7 +541,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("run", nargs="?", help="the run to open first (default: the list of runs)")
     p.add_argument(
-        "--port", type=int, default=7575, help="the port on 127.0.0.1 (default 7575; 0: any free)"
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"the port on 127.0.0.1 (default {DEFAULT_PORT}; 0: any free)",
     )
     p.set_defaults(func=cmd_view)
 

@@ -66,6 +66,7 @@ __all__ = [
     "Section",
     "SplitConfig",
     "TrackingConfig",
+    "flat_keys",
     "load_config",
 ]
 
@@ -714,6 +715,19 @@ def config_from_tables(
 
 
 # -- the sections scorer packages own ---------------------------------------------------------
+
+
+def flat_keys(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A table (a recorded config, a budget) as dotted keys to values, as `--set` names them:
+    {"engine": {"seed": 0}} → {"engine.seed": 0}; an empty table stays one key, {}."""
+    found: dict[str, Any] = {}
+    for name, value in table.items():
+        key = f"{prefix}.{name}" if prefix else str(name)
+        if isinstance(value, Mapping) and value:
+            found |= flat_keys(value, key)
+        else:
+            found[key] = value
+    return found
 
 
 def config_model(raw: Mapping[str, Any]) -> type[Config]:

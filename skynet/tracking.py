@@ -82,18 +82,17 @@ def tracking_uri(given: str | None, configured: str = "") -> str | None:
 
 
 def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """A recorded config as MLflow params: dotted keys (a table's keys under its name), each
-    value as text (strings as they are, anything else as JSON), cut to MLflow's limit. An empty
-    table is one param, "{}", so that it shows."""
-    found: dict[str, str] = {}
-    for name, value in config.items():
-        key = f"{prefix}.{name}" if prefix else str(name)
-        if isinstance(value, Mapping) and value:
-            found.update(flatten_config(value, key))
-            continue
-        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-        found[_key(key)] = text[:_MAX_PARAM_CHARS]
-    return found
+    """A recorded config as MLflow params: dotted keys (skynet.config.flat_keys), each value as
+    text (strings as they are, anything else as JSON), cut to MLflow's limit. An empty table is
+    one param, "{}", so that it shows."""
+    from skynet.config import flat_keys
+
+    return {
+        _key(key): (
+            value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+        )[:_MAX_PARAM_CHARS]
+        for key, value in flat_keys(config, prefix).items()
+    }
 
 
 def _key(name: str) -> str:

@@ -362,9 +362,12 @@ class Models:
         key = cache_key(name, messages, key_params, draw)
         item_id = getattr(active_meter(), "item_id", None)
 
-        looked_up = _clock_ns()
-        hit = self.cache.get(key)
-        if hit is not None:
+        def cached() -> Reply | None:
+            """The reply from the call cache, finished as a cached call; None on a miss."""
+            looked_up = _clock_ns()
+            hit = self.cache.get(key)
+            if hit is None:
+                return None
             lookup_ns = _clock_ns() - looked_up
             return self._finish(
                 role,
@@ -375,21 +378,15 @@ class Models:
                 item_id=item_id,
                 messages=messages,
             )
+
+        reply = cached()
+        if reply is not None:
+            return reply
         with self._one_call_per_key(key):
             # A twin request (same key) that was in flight has stored its reply: use it.
-            looked_up = _clock_ns()
-            hit = self.cache.get(key)
-            if hit is not None:
-                lookup_ns = _clock_ns() - looked_up
-                return self._finish(
-                    role,
-                    name,
-                    hit,
-                    cached=True,
-                    lookup_ns=lookup_ns,
-                    item_id=item_id,
-                    messages=messages,
-                )
+            reply = cached()
+            if reply is not None:
+                return reply
             return self._call(role, name, messages, params, key, item_id)
 
     @contextlib.contextmanager

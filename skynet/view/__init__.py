@@ -8,3 +8,5 @@ file (skynet.view.pages.render_document); `skynet show RUN_A RUN_B` compares two
 Nothing is imported here: skynet.runs.report draws its curve with skynet.view.plots, and the
 pages read the report.
 """
+
+DEFAULT_PORT = 7575  # `skynet view`'s port on 127.0.0.1 (inspect view's too)

@@ -8,11 +8,13 @@ compare page and `skynet show RUN_A RUN_B --html FILE`.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from skynet.config import flat_keys
 from skynet.runs.report import (
     CSP,
     TEST,
@@ -26,22 +28,20 @@ from skynet.runs.report import (
     _val,
     page,
 )
-from skynet.runs.store import EvaluationRow, RunStore
+from skynet.runs.store import RunStore
 from skynet.terminal import printable
 from skynet.view.pages import (
     PAGE_CSS,
     SCRIPT,
     VIEWER_CSP,
-    _evaluation_cell,
+    ItemView,
     _figure,
-    _input_of,
-    _pre,
     counted,
-    status_of,
+    item_view,
+    items_table_html,
 )
 
 __all__ = [
-    "ItemDifference",
     "RunComparison",
     "compare",
     "render_compare_html",
@@ -54,24 +54,6 @@ _CHANGES = {"fixed": "B better", "broken": "B worse", "unchanged": "same"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ItemDifference:
-    """One item both runs were given, with each run's shown candidate's evaluation of it.
-
-    Attributes:
-        status: "fixed" (B's scored higher), "broken" (lower), "unchanged", or "" when either
-            has no counted score (not evaluated, or a metric or model fault).
-    """
-
-    item_id: str
-    split: str
-    input: Any
-    expected: Any
-    a: EvaluationRow | None
-    b: EvaluationRow | None
-    status: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class RunComparison:
     """Runs A and B: their reports, config differences, and per-item differences.
 
@@ -81,7 +63,8 @@ class RunComparison:
             evaluation-only run: its last candidate evaluated).
         config: (key, A's value, B's value) for every setting that differs, as dotted keys;
             the data and metric hashes and the engine that ran included.
-        items: every val and test item either run evaluated its shown candidate on.
+        items: every val and test item either run evaluated its shown candidate on: a is A's
+            evaluation, b is B's; "fixed" means B's scored higher.
     """
 
     a: RunSummary
@@ -89,20 +72,11 @@ class RunComparison:
     shown_a: CandidateSummary | None
     shown_b: CandidateSummary | None
     config: list[tuple[str, str, str]]
-    items: list[ItemDifference]
+    items: list[ItemView]
 
     @property
     def counts(self) -> dict[str, int]:
         return dict(Counter(d.status or "not compared" for d in self.items))
-
-
-def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict) and value:
-        out: dict[str, Any] = {}
-        for key, inner in value.items():
-            out |= _flat(inner, f"{prefix}.{key}" if prefix else str(key))
-        return out
-    return {prefix: value}
 
 
 def _text(value: Any) -> str:
@@ -114,6 +88,21 @@ def _text(value: Any) -> str:
 _MISSING = object()
 
 
+# What the config does not hold: the data and the metric (their hashes), and the engine that
+# ran (Auto names the one it chose).
+_FACTS = ("dataset", "metric", "engine")
+
+
+def _settings(s: RunSummary) -> dict[str, Any]:
+    """A run's settings as dotted keys: its facts, its config and its resolved budget."""
+    facts = {
+        "dataset": s.run.dataset_hash[:12],
+        "metric": s.metric_hash[:12],
+        "engine": s.run.engine,
+    }
+    return facts | flat_keys(s.run.config) | flat_keys(s.run.budget, "budget")
+
+
 def _shown(s: RunSummary) -> CandidateSummary | None:
     if s.best is not None:
         return s.best
@@ -122,23 +111,10 @@ def _shown(s: RunSummary) -> CandidateSummary | None:
 
 def compare(store: RunStore, a: RunSummary, b: RunSummary) -> RunComparison:
     """Compare two runs' reports (skynet.runs.report.summarize) from the same store."""
-    # What the config does not hold: the data and the metric (their hashes), and the engine
-    # that ran (Auto names the one it chose).
-    facts_a = {
-        "dataset": a.run.dataset_hash[:12],
-        "metric": a.metric_hash[:12],
-        "engine": a.run.engine,
-    }
-    facts_b = {
-        "dataset": b.run.dataset_hash[:12],
-        "metric": b.metric_hash[:12],
-        "engine": b.run.engine,
-    }
-    flat_a = facts_a | _flat(a.run.config) | _flat(a.run.budget, "budget")
-    flat_b = facts_b | _flat(b.run.config) | _flat(b.run.budget, "budget")
+    flat_a, flat_b = _settings(a), _settings(b)
     config = [
         (key, _text(flat_a.get(key, _MISSING)), _text(flat_b.get(key, _MISSING)))
-        for key in sorted(set(flat_a) | set(flat_b), key=lambda k: (k not in facts_a, k))
+        for key in sorted(set(flat_a) | set(flat_b), key=lambda k: (k not in _FACTS, k))
         if flat_a.get(key, _MISSING) != flat_b.get(key, _MISSING)
     ]
     shown_a, shown_b = _shown(a), _shown(b)
@@ -156,27 +132,16 @@ def compare(store: RunStore, a: RunSummary, b: RunSummary) -> RunComparison:
 
     ea, eb = evaluations(a, shown_a), evaluations(b, shown_b)
     items_a, items_b = store.items(a.run.id), store.items(b.run.id)
-
+    found = [
+        (split, item_id, items_a.get(item_id) or items_b.get(item_id))
+        for split, item_id in set(ea) | set(eb)
+    ]
     # In the data's order (as recorded), then the items no record names, by id.
-    def order(key: tuple[str, str]) -> tuple[bool, float, str]:
-        row = items_a.get(key[1]) or items_b.get(key[1])
-        return (key[0] != VAL, row.seq if row is not None else float("inf"), key[1])
-
-    keys = sorted(set(ea) | set(eb), key=order)
-    items = []
-    for split, item_id in keys:
-        row = items_a.get(item_id) or items_b.get(item_id)
-        items.append(
-            ItemDifference(
-                item_id=item_id,
-                split=split,
-                input=_input_of(row) if row is not None else None,
-                expected=row.expected if row is not None else None,
-                a=ea.get((split, item_id)),
-                b=eb.get((split, item_id)),
-                status=status_of(ea.get((split, item_id)), eb.get((split, item_id))),
-            )
-        )
+    found.sort(key=lambda f: (f[0] != VAL, f[2].seq if f[2] is not None else math.inf, f[1]))
+    items = [
+        item_view(item_id, split, row, ea.get((split, item_id)), eb.get((split, item_id)))
+        for split, item_id, row in found
+    ]
     return RunComparison(a=a, b=b, shown_a=shown_a, shown_b=shown_b, config=config, items=items)
 
 
@@ -287,38 +252,7 @@ def render_compare_html(c: RunComparison, *, live: bool = False) -> str:
         f"<h2>Items: A's {_h(_who(c.shown_a))} vs B's {_h(_who(c.shown_b))}</h2>",
         f'<p class="meta">{_h(_counts_line(c))} (fixed: B scored higher than A)</p>',
     ]
-    counts = c.counts
-    errors = sum(any(e is not None and e.error is not None for e in (d.a, d.b)) for d in c.items)
-    buttons = [
-        ("all", len(c.items)),
-        *((k, counts.get(k, 0)) for k in ("fixed", "broken", "unchanged")),
-        ("errors", errors),
-    ]
-    body.append(
-        '<div class="filters">'
-        + "".join(
-            f'<button type="button" data-filter="{k}">{k} <span class="count">{n}</span></button>'
-            for k, n in buttons
-        )
-        + "</div>"
-    )
-    rows = []
-    for d in c.items:
-        errored = any(e is not None and e.error is not None for e in (d.a, d.b))
-        rows.append(
-            f'<tr class="item" data-status="{d.status or "none"}"'
-            f"{' data-error=1' if errored else ''}>"
-            f'<td class="mono">{_h(d.item_id)}<div class="meta">{_h(d.split)}</div>'
-            f'<div class="status {d.status}">{_h(d.status or "-")}</div></td>'
-            f"<td>{_pre(d.input) if d.input is not None else '-'}</td>"
-            f"<td>{_pre(d.expected) if d.expected is not None else '-'}</td>"
-            f"{_evaluation_cell(d.a)}{_evaluation_cell(d.b)}</tr>"
-        )
-    body.append(
-        '<table id="item-table" class="items" data-show="all"><thead><tr><th>item</th>'
-        f"<th>input</th><th>expected</th><th>A: {_h(a.id)}</th><th>B: {_h(b.id)}</th></tr>"
-        f"</thead><tbody>{''.join(rows)}</tbody></table>"
-    )
+    body += items_table_html(c.items, f"A: {a.id}", f"B: {b.id}")
     body = [f'<section class="page" id="overview">{"".join(body)}</section>']
     return page(
         f"Skynet runs {a.id} and {b.id}",

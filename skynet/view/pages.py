@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from skynet.evaluation import CANDIDATE_ERROR
+from skynet.mean import mean_of
 from skynet.runs.report import (
     _COST_HEADER,
     CSP,
@@ -28,6 +28,7 @@ from skynet.runs.report import (
     _cost_rows,
     _h,
     _html_table,
+    _parse_time,
     _test,
     _val,
     overview_html,
@@ -38,7 +39,9 @@ from skynet.view.plots import cost_svg, pareto_svg
 
 __all__ = [
     "ItemView",
+    "item_view",
     "item_views",
+    "items_table_html",
     "pareto_front",
     "render_document",
     "status_of",
@@ -80,13 +83,11 @@ class ItemView:
 
 
 def counted(e: EvaluationRow | None) -> float | None:
-    """The score an evaluation counts for in the mean: a candidate's own failure is 0, a metric
-    or model fault is not counted (None), as skynet.mean has it."""
+    """The score an evaluation counts for in the mean (skynet.mean's rule: a candidate's own
+    failure is 0, a metric or model fault is not counted: None)."""
     if e is None:
         return None
-    if e.error is not None:
-        return 0.0 if e.error_kind == CANDIDATE_ERROR else None
-    return e.score
+    return mean_of([(e.score, e.error_kind, e.error is None)]).value
 
 
 def status_of(a: EvaluationRow | None, b: EvaluationRow | None) -> str:
@@ -116,24 +117,37 @@ def item_views(
     for e in evals:
         if e.split in (VAL, TEST):
             order.setdefault((e.split, e.item_id), None)
-    views = []
-    for (split, item_id), row in sorted(
-        order.items(), key=lambda kv: (kv[0][0] != VAL, kv[1].seq if kv[1] else math.inf)
-    ):
-        ea = by_key.get((a, item_id)) if a else None
-        eb = by_key.get((b, item_id)) if b else None
-        views.append(
-            ItemView(
-                item_id=item_id,
-                split=split,
-                item=row,
-                a=ea,
-                b=eb,
-                status=status_of(ea, eb),
-                errored=any(e is not None and e.error is not None for e in (ea, eb)),
-            )
+    return [
+        item_view(
+            item_id,
+            split,
+            row,
+            by_key.get((a, item_id)) if a else None,
+            by_key.get((b, item_id)) if b else None,
         )
-    return views
+        for (split, item_id), row in sorted(
+            order.items(), key=lambda kv: (kv[0][0] != VAL, kv[1].seq if kv[1] else math.inf)
+        )
+    ]
+
+
+def item_view(
+    item_id: str,
+    split: str,
+    item: ItemRow | None,
+    a: EvaluationRow | None,
+    b: EvaluationRow | None,
+) -> ItemView:
+    """One item with two evaluations of it, its status and whether either is an error."""
+    return ItemView(
+        item_id=item_id,
+        split=split,
+        item=item,
+        a=a,
+        b=b,
+        status=status_of(a, b),
+        errored=any(e is not None and e.error is not None for e in (a, b)),
+    )
 
 
 def _shown(value: Any) -> str:
@@ -236,8 +250,6 @@ def items_html(
     store: RunStore, s: RunSummary, a: str | None, b: str | None, *, live: bool
 ) -> list[str]:
     views = item_views(store, s, a, b)
-    counts = {status: sum(v.status == status for v in views) for status in STATUSES}
-    errors = sum(v.errored for v in views)
     name_a = _name(s, a)
     name_b = _name(s, b)
     body = [
@@ -257,15 +269,17 @@ def items_html(
             '<p class="meta">This run was recorded before runs kept their items: inputs and '
             "expected outputs are not shown.</p>"
         )
-    buttons = [("all", len(views))] + [(k, counts[k]) for k in STATUSES] + [("errors", errors)]
-    body.append(
-        '<div class="filters">'
-        + "".join(
-            f'<button type="button" data-filter="{k}">{k} <span class="count">{n}</span></button>'
-            for k, n in buttons
-        )
-        + "</div>"
-    )
+    body += items_table_html(views, f"A: {name_a}", f"B: {name_b}")
+    if not views:
+        body.append('<p class="meta">No val or test item has been evaluated yet.</p>')
+    return body
+
+
+def items_table_html(views: list[ItemView], head_a: str, head_b: str) -> list[str]:
+    """The filter buttons (each with its count) and the items table, one row per item: a run's
+    items page, and the compare page."""
+    counts = {status: sum(v.status == status for v in views) for status in STATUSES}
+    buttons = [("all", len(views)), *counts.items(), ("errors", sum(v.errored for v in views))]
     rows = []
     for v in views:
         error = ' data-error="1"' if v.errored else ""
@@ -279,15 +293,17 @@ def items_html(
             f"<td>{_pre(expected) if expected is not None else '-'}</td>"
             f"{_evaluation_cell(v.a)}{_evaluation_cell(v.b)}</tr>"
         )
-    body.append(
+    return [
+        '<div class="filters">'
+        + "".join(
+            f'<button type="button" data-filter="{k}">{k} <span class="count">{n}</span></button>'
+            for k, n in buttons
+        )
+        + "</div>",
         '<table id="item-table" class="items" data-show="all"><thead><tr><th>item</th>'
-        "<th>input</th><th>expected</th>"
-        f"<th>A: {_h(name_a)}</th><th>B: {_h(name_b)}</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
-    )
-    if not views:
-        body.append('<p class="meta">No val or test item has been evaluated yet.</p>')
-    return body
+        f"<th>input</th><th>expected</th><th>{_h(head_a)}</th><th>{_h(head_b)}</th></tr>"
+        f"</thead><tbody>{''.join(rows)}</tbody></table>",
+    ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -445,22 +461,15 @@ def candidates_html(
 
 
 def _seconds(since: datetime | None, text: str) -> float:
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        return 0.0
-    return max(0.0, (when - since).total_seconds()) if since else 0.0
+    when = _parse_time(text)
+    return max(0.0, (when - since).total_seconds()) if since and when else 0.0
 
 
 def cost_series(
-    calls: list[CallRow], started: str
+    calls: list[CallRow], since: datetime | None
 ) -> tuple[dict[str, list[tuple[float, float, float]]], bool]:
-    """role → (seconds since the start, cumulative USD, cumulative model seconds) after each of
-    its calls; and whether any call was priced."""
-    try:
-        since: datetime | None = datetime.fromisoformat(started)
-    except ValueError:
-        since = None
+    """role → (seconds since the run started, cumulative USD, cumulative model seconds) after
+    each of its calls; and whether any call was priced."""
     series: dict[str, list[tuple[float, float, float]]] = {}
     totals: dict[str, tuple[float, float]] = {}
     priced = False
@@ -550,17 +559,14 @@ def _reply_html(reply: str) -> str:
 def cost_html(store: RunStore, s: RunSummary, *, live: bool) -> list[str]:
     run_id = s.run.id
     calls = store.call_rows(run_id)
-    series, priced = cost_series(calls, s.run.created)
+    since = _parse_time(s.run.created)
+    series, priced = cost_series(calls, since)
     body = [
         "<h2>Cost and time</h2>",
         _html_table(_COST_HEADER, _cost_rows(s)),
         cost_svg(series, priced),
         f"<h3>Model calls ({len(calls):,})</h3>",
     ]
-    try:
-        since: datetime | None = datetime.fromisoformat(s.run.created)
-    except ValueError:
-        since = None
     if live:
         shown, with_text = calls, set()
     else:

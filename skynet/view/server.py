@@ -29,12 +29,12 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 from skynet.errors import ConfigError
 from skynet.runs.report import RunSummary, _h, page, summarize
 from skynet.runs.store import RunStore
+from skynet.view import DEFAULT_PORT
 from skynet.view.compare import compare, render_compare_html
 from skynet.view.pages import PAGE_CSS, SCRIPT, VIEWER_CSP, call_text_html, render_document
 
 __all__ = ["DEFAULT_PORT", "Viewer", "serve"]
 
-DEFAULT_PORT = 7575
 _PAGES_KEPT = 8  # rendered run pages kept, by (address, stamp)
 _LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
 
