@@ -92,6 +92,18 @@ def _half(n: int) -> str:
     return "val" if n % 2 else "train"
 
 
+# The sum project's metric: right when the total is, with the total to aim for as feedback; its
+# answer key (the total) for the metric's self-test.
+SUM_METRIC = """
+def score(input, output, expected=None):
+    right = isinstance(output, dict) and output.get("total") == expected["total"]
+    return float(right), {"feedback": "right" if right else f"want {expected['total']}"}
+
+def key(expected):
+    return {"total": expected["total"]}
+"""
+
+
 def make_sum_code_project(
     root: Path, *, code: str, metric: str, toml: str, split=_half, items: int = 12
 ) -> Path:

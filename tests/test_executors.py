@@ -431,7 +431,7 @@ def run(input):
 def test_a_hostile_code_candidate_on_a_worker_reaches_nothing_outside_its_sandbox(
     tmp_path, scripted_server, capsys
 ):
-    from projects import make_sum_code_project
+    from projects import SUM_METRIC, make_sum_code_project
 
     from skynet.testing import reply
 
@@ -440,14 +440,7 @@ def test_a_hostile_code_candidate_on_a_worker_reaches_nothing_outside_its_sandbo
     project = make_sum_code_project(
         tmp_path / "p",
         code=HOSTILE,
-        metric="""
-        def score(input, output, expected=None):
-            right = isinstance(output, dict) and output.get("total") == expected["total"]
-            return float(right), {"feedback": "right" if right else f"want {expected['total']}"}
-
-        def key(expected):
-            return {"total": expected["total"]}
-        """,
+        metric=SUM_METRIC,
         toml=f"""
         timeout_s = 5
 

@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from projects import BETTER, make_project, make_sum_code_project, task_responder
+from projects import BETTER, SUM_METRIC, make_project, make_sum_code_project, task_responder
 
 from skynet.cli import main
 from skynet.runs import RunStore
@@ -53,14 +53,7 @@ def _code_project(root: Path, server_url: str, *, max_side_info_chars: int = 200
     return make_sum_code_project(
         root,
         code=HOSTILE,
-        metric="""
-        def score(input, output, expected=None):
-            right = isinstance(output, dict) and output.get("total") == expected["total"]
-            return float(right), {"feedback": "right" if right else f"want {expected['total']}"}
-
-        def key(expected):
-            return {"total": expected["total"]}
-        """,
+        metric=SUM_METRIC,
         toml=f"""
         timeout_s = 20
         max_output_bytes = 5000000
