@@ -141,19 +141,16 @@ def _probe(uri: str) -> None:
 
 def _series(summary: RunSummary) -> dict[str, list[tuple[int, float]]]:
     """The metrics with one point per candidate, at the metric calls used when its val score
-    became known (the report's curve: one point per such candidate, in the same order)."""
-    known = sorted(
-        (c for c in summary.candidates if c.val_known_at is not None),
-        key=lambda c: c.val_known_at or 0,
-    )
-    steps = [used for used, _ in summary.curve]
+    became known (CandidateSummary.val_metric_calls, the report curve's x)."""
+    from skynet.runs.report import known_in_order
+
     series: dict[str, list[tuple[int, float]]] = {
         "val_score": [],
-        "best_val_score": [(used, best) for used, best in summary.curve],
+        "best_val_score": list(summary.curve),
     }
-    for candidate, step in zip(known, steps, strict=False):
-        if candidate.val_score is None:
-            continue
+    for candidate in known_in_order(summary.candidates):
+        assert candidate.val_score is not None and candidate.val_metric_calls is not None
+        step = candidate.val_metric_calls
         series["val_score"].append((step, candidate.val_score))
         for name, value in sorted(candidate.objectives.items()):
             series.setdefault(_key(f"val/{name}"), []).append((step, float(value)))

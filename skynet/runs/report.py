@@ -15,6 +15,7 @@ import difflib
 import html
 import json
 import math
+from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,6 +34,7 @@ from skynet.view.plots import curve_svg
 __all__ = [
     "CandidateSummary",
     "RunSummary",
+    "known_in_order",
     "render_html",
     "render_text",
     "summarize",
@@ -64,6 +66,7 @@ class CandidateSummary:
         objectives: mean of each named score over its val evaluations (when val_score is known),
             a failure of the candidate counting as 0.
         val_known_at: seq of its last val evaluation, when val_score is known.
+        val_metric_calls: the optimization's metric calls used by then (the curve's x).
         label: what `skynet eval` was asked to score (an evaluation-only run): "seed", a file.
     """
 
@@ -83,6 +86,7 @@ class CandidateSummary:
     test_left_out: dict[str, int] = field(default_factory=dict)
     objectives: dict[str, float] = field(default_factory=dict)
     val_known_at: int | None = None
+    val_metric_calls: int | None = None
     label: str = ""
 
 
@@ -305,11 +309,15 @@ def summarize(
     for e in evals:
         by_candidate.setdefault(e.candidate_id, []).append(e)
 
+    # A val score's x on the curve: the optimization's metric calls used when it became known.
+    optimizing = [e for e in evals if e.split != TEST]
+    seqs = sorted(e.seq for e in optimizing)
     candidates: list[CandidateSummary] = []
     for c in rows:
         mine = by_candidate.get(c.id, [])
         val = _split_score([e for e in mine if e.split == VAL], val_ref)
         test = _split_score([e for e in mine if e.split == TEST], test_ref)
+        known_at = val.known_at if val.score is not None else None
         candidates.append(
             CandidateSummary(
                 id=c.id,
@@ -327,7 +335,8 @@ def summarize(
                 test_failures=test.mean.failures,
                 test_left_out=dict(test.mean.left_out),
                 objectives=val.objectives,
-                val_known_at=val.known_at if val.score is not None else None,
+                val_known_at=known_at,
+                val_metric_calls=None if known_at is None else bisect_right(seqs, known_at),
                 label=str(labels.get(c.id, "")) if isinstance(labels, dict) else "",
             )
         )
@@ -344,18 +353,13 @@ def summarize(
         # Ties go to the earliest candidate; with no val score yet, the seed stands.
         best = max(scored, key=lambda c: (c.val_score, -c.seq)) if scored else seed
 
-    # The curve: x is the optimization's metric calls used when a val score became known.
-    optimizing = [e for e in evals if e.split != TEST]
-    seqs = sorted(e.seq for e in optimizing)
+    # The curve: the best val score so far, each time a val score became known.
     curve: list[tuple[int, float]] = []
     best_so_far = -math.inf
-    for c in sorted(
-        (c for c in candidates if c.val_known_at is not None), key=lambda c: c.val_known_at or 0
-    ):
-        assert c.val_score is not None and c.val_known_at is not None
+    for c in known_in_order(candidates):
+        assert c.val_score is not None and c.val_metric_calls is not None
         best_so_far = max(best_so_far, c.val_score)
-        used = sum(1 for s in seqs if s <= c.val_known_at)
-        curve.append((used, best_so_far))
+        curve.append((c.val_metric_calls, best_so_far))
 
     diff: dict[str, str] = {}
     if seed is not None and best is not None and best.id != seed.id:
@@ -406,6 +410,12 @@ def summarize(
             (e.item_id, str(e.extra[STDOUT_KEY])) for e in evals if e.extra.get(STDOUT_KEY)
         ),
     )
+
+
+def known_in_order(candidates: list[CandidateSummary]) -> list[CandidateSummary]:
+    """The candidates whose val score is known, in the order it became known."""
+    known = [c for c in candidates if c.val_known_at is not None]
+    return sorted(known, key=lambda c: c.val_known_at or 0)
 
 
 def _lines(text: str) -> list[str]:
