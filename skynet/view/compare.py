@@ -79,13 +79,13 @@ class RunComparison:
         return dict(Counter(d.status or "not compared" for d in self.items))
 
 
+_MISSING = object()  # a setting one run has and the other does not
+
+
 def _text(value: Any) -> str:
     if value is _MISSING:
         return "(not set)"
     return value if isinstance(value, str) else json.dumps(value, default=repr)
-
-
-_MISSING = object()
 
 
 # What the config does not hold: the data and the metric (their hashes), and the engine that
