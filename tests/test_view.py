@@ -294,6 +294,16 @@ def test_skynet_view_on_a_taken_port_is_one_line(runs, capsys):
     assert len(err) == 1 and f"cannot listen on 127.0.0.1:{port}" in err[0] and "--port" in err[0]
 
 
+@pytest.mark.parametrize("port", ["99999", "-1"])
+def test_skynet_view_on_a_port_that_is_none_is_one_line(runs, capsys, port):
+    project, _ = runs
+    assert main(["-C", str(project), "view", "--port", port]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"skynet: error: --port {port} is not a port; give one from 1 to 65535, or 0 for any free one"
+    ]
+
+
 def test_skynet_view_without_runs_is_one_line(tmp_path, capsys):
     assert main(["-C", str(tmp_path), "view"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -218,9 +218,13 @@ def serve(
     runs `serve_forever()` and, at the end, `server_close()`.
 
     Raises:
-        ConfigError: the port is taken or cannot be bound.
+        ConfigError: the port is not one (0 to 65535), is taken or cannot be bound.
     """
     out = out or sys.stdout
+    if not 0 <= port <= 65535:
+        raise ConfigError(
+            f"--port {port} is not a port; give one from 1 to 65535, or 0 for any free one"
+        )
     try:
         server = ThreadingHTTPServer(("127.0.0.1", port), _handler(viewer, _say(sys.stderr)))
     except OSError as exc:
