@@ -14,9 +14,11 @@ evaluations that can never lead anywhere.
 
 What the reflection model reads is bounded: every side-info value (input, output, feedback,
 error, named scores, the metric's other keys) is cut to ctx.max_side_info_chars per example, with
-a note (skynet.side_info). A call the money budget refuses stops the run: an evaluation it refused
-is handed to GEPA as a failed example (never recorded; GEPA stops at its next check, and the run
-takes its best from the records), a refused reflection keeps the parent.
+a note, and what the candidate or the metric wrote (output, feedback, error, the metric's other
+values) is quoted line by line, so it cannot open a section of the prompt (skynet.side_info). A
+call the money budget refuses stops the run: an evaluation it refused is handed to GEPA as a
+failed example (never recorded; GEPA stops at its next check, and the run takes its best from
+the records), a refused reflection keeps the parent.
 
 The reflection prompt is gepa's own (`optimize_anything_reflection_prompt_template`, or gepa's
 builder when [engine] objective or background is set) for every reflection model but the
@@ -43,7 +45,7 @@ from engines.verdicts import Verdicts
 from skynet.data import Item
 from skynet.engine import Candidate, EngineContext, EngineOutcome, EngineSettings
 from skynet.errors import BudgetExhausted, ConfigError, ModelError
-from skynet.side_info import cut_side_info
+from skynet.side_info import cut_side_info, quoted
 
 __all__ = [
     "GepaEngine",
@@ -376,25 +378,27 @@ class GepaEngine:
                 result = ctx.evaluate(dict(candidate), example)
             except BudgetExhausted as exc:
                 # Not evaluated, not recorded; GEPA's next stop check ends the run.
-                side["Error"] = f"not evaluated: {exc}"
+                side["Error"] = quoted(f"not evaluated: {exc}", limit)
                 return 0.0, cut_side_info(side, limit)
+            # What the candidate wrote, and what the metric wrote about it (feedback often
+            # quotes the output), is quoted: no line of it can pass for a section of the prompt.
             if result.ok:
-                side["Output"] = result.output
-                side["Feedback"] = result.feedback
+                side["Output"] = quoted(result.output, limit)
+                side["Feedback"] = quoted(result.feedback, limit)
                 if result.scores:
                     side["scores"] = dict(result.scores)
                 # What score() printed is the user's own debugging, kept in the records only.
                 side.update(
                     {
-                        k: v
+                        k: quoted(v, limit)
                         for k, v in result.extra.items()
                         if k not in side and k != "metric_stdout"
                     }
                 )
                 return float(result.score or 0.0), cut_side_info(side, limit)
             # An error is not a wrong answer; GEPA needs a number, the records keep the error.
-            side["Error"] = result.error
-            side["Feedback"] = f"This example failed with an error: {result.error}"
+            side["Error"] = quoted(result.error, limit)
+            side["Feedback"] = quoted(f"This example failed with an error: {result.error}", limit)
             return 0.0, cut_side_info(side, limit)
 
         settings = ctx.settings

@@ -22,6 +22,8 @@ from typing import Any
 __all__ = ["complete", "chat", "ModelCallFailed"]
 
 _SOCKET = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "model.sock")
+# Skynet's bound on one request (skynet.sandbox._MAX_REQUEST_BYTES; it refuses a longer one).
+_MAX_REQUEST_BYTES = 1 << 20
 
 
 class ModelCallFailed(RuntimeError):
@@ -36,6 +38,12 @@ def chat(messages: list[dict[str, str]], **params: Any) -> dict[str, Any]:
         ModelCallFailed: Skynet refused the call or the model failed.
     """
     request = json.dumps({"messages": messages, **params}, ensure_ascii=True) + "\n"
+    if len(request) > _MAX_REQUEST_BYTES:
+        raise ModelCallFailed(
+            f"a model request of more than {_MAX_REQUEST_BYTES:,} bytes (1 MiB, ~256k tokens: "
+            f"past most models' context window) is refused; this one is {len(request):,} bytes; "
+            "send a shorter prompt"
+        )
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.connect(_SOCKET)

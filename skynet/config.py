@@ -375,7 +375,11 @@ class EngineConfig(Section):
         default=0.5,
         gt=0,
         le=1,
-        description="a number in (0, 1]: the share of metric errors at which the run stops",
+        description=(
+            "a number in (0, 1]: the share of failed evaluations at which the run stops, and "
+            "how much more of its val items than the seed's a candidate may have left out and "
+            "still be named best"
+        ),
     )
     auto: Literal["light", "medium", "heavy"] = Field(
         default="light", description='one of "light", "medium" or "heavy"'

@@ -600,14 +600,7 @@ def load_metric(path: str | Path, *, limits: Limits | None = None) -> Metric:
         ConfigError: REWARD_SPEC is malformed (the message names the key).
     """
     given = Path(path).expanduser().absolute()
-    source = read_bytes(
-        given,
-        what="metric",
-        key="metric.path in skynet.toml",
-        missing="no such metric file; write a metric.py that defines "
-        "score(input, output, expected=None)",
-        error=lambda message: ContractError(message, check=METRIC_FILE),
-    )
+    source = _metric_source(given)
     p = given.resolve()
     module = _load_module(p)
     fn = getattr(module, "score", None)
@@ -634,6 +627,28 @@ def load_metric(path: str | Path, *, limits: Limits | None = None) -> Metric:
         source_hash=hashlib.sha256(source).hexdigest(),
         limits=limits,
     )
+
+
+def _metric_source(given: Path) -> bytes:
+    return read_bytes(
+        given,
+        what="metric",
+        key="metric.path in skynet.toml",
+        missing="no such metric file; write a metric.py that defines "
+        "score(input, output, expected=None)",
+        error=lambda message: ContractError(message, check=METRIC_FILE),
+    )
+
+
+def metric_file_hash(path: str | Path) -> str:
+    """The hash a run records for the metric file at `path` (load_metric's source_hash), from
+    the file's bytes alone: the file is never imported, so reading a run of a downloaded
+    project runs none of its code.
+
+    Raises:
+        ContractError: the file is missing or cannot be read.
+    """
+    return hashlib.sha256(_metric_source(Path(path).expanduser().absolute())).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,18 +58,46 @@ class DatasetError(SkynetError):
     """A dataset file or row is unusable; the message names file, line and column."""
 
 
+# Whose fault a failed model call was (ModelError.fault).
+REQUEST_FAULT = "request"  # the request itself was refused (4xx, invalid parameter): the sender's
+SERVICE_FAULT = "service"  # outside the sender's control: 5xx, 429, connection, time-out
+SETUP_FAULT = "setup"  # the configuration: no key, no access, no such model (401, 403, 404)
+FAULTS = (REQUEST_FAULT, SERVICE_FAULT, SETUP_FAULT)
+
+
 class ModelError(SkynetError):
     """A model call failed for good (after retries). Names the model and the cause.
 
     Attributes:
         model: the litellm model name.
         attempts: how many attempts were made.
+        fault: whose fault it was. REQUEST_FAULT: what was sent was refused (a 4xx, an invalid
+            parameter, a refused request): the failure of whoever wrote the request, a
+            candidate's own failure when a candidate sent it. SERVICE_FAULT: a fault outside the
+            sender's control (5xx, 429, connection refused, time-out of a well-formed request).
+            SETUP_FAULT: the configuration (a key, an access right, a model name).
     """
 
-    def __init__(self, message: str, *, model: str, attempts: int = 1) -> None:
+    def __init__(
+        self, message: str, *, model: str, attempts: int = 1, fault: str = SERVICE_FAULT
+    ) -> None:
         super().__init__(message)
         self.model = model
         self.attempts = attempts
+        self.fault = fault
+
+    @property
+    def refused_request(self) -> bool:
+        """True when the request itself was refused: the sender's failure, not the service's."""
+        return self.fault == REQUEST_FAULT
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only fields survive a trip to and from a worker process.
+        return (_model_error, (str(self), self.model, self.attempts, self.fault))
+
+
+def _model_error(message: str, model: str, attempts: int, fault: str) -> ModelError:
+    return ModelError(message, model=model, attempts=attempts, fault=fault)
 
 
 class MetricError(SkynetError):

@@ -212,9 +212,14 @@ class Evaluation:
                 output = self.run(candidate, item.input)
                 failure: BaseException | None = None
             except BudgetExhausted:
+                meter.wait_calls()
                 raise
             except Exception as exc:  # the artifact's fault, recorded and survived
                 output, failure = None, exc
+        # The item ends when the calls its candidate started have ended (a thread it left
+        # running with a call in flight): their cost is the item's, and they are in the ledger
+        # before a worker hands its calls to the driver.
+        meter.wait_calls()
         obs = meter.observation()
         if failure is not None:
             return self.failure(item, failure, obs)
@@ -222,9 +227,18 @@ class Evaluation:
 
     def failure(self, item: Item, failure: BaseException, obs: Observation | None) -> Result:
         """The result of a run of the artifact that raised `failure` on `item`: the candidate's
-        own fault (CandidateFailed) or the task's (the model, the network, anything else)."""
+        own fault (CandidateFailed, or a model call refused for what the candidate sent) or the
+        task's (the model's service, the network, the configuration, anything else).
+
+        A refused request counts as the candidate's: were it left out of the mean, a candidate
+        that cannot answer an item could send a request the model must refuse (a NaN
+        temperature, a prompt past the context window) and have its wrong answer vanish.
+        """
         if isinstance(failure, CandidateFailed):
             kind, cause = CANDIDATE_ERROR, str(failure)
+        elif isinstance(failure, ModelError) and failure.refused_request:
+            kind = CANDIDATE_ERROR
+            cause = f"its model call was refused for what it sent ({failure})"
         else:
             kind = TASK_ERROR
             cause = str(failure) if isinstance(failure, ModelError) else repr(failure)

@@ -13,12 +13,22 @@ follow this rule.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from skynet.evaluation import CANDIDATE_ERROR, Result
 
-__all__ = ["Mean", "beside", "mean_of", "mean_of_results"]
+__all__ = [
+    "Mean",
+    "Paired",
+    "beside",
+    "choose_best",
+    "counted_score",
+    "left_out_share",
+    "mean_of",
+    "mean_of_results",
+    "paired",
+]
 
 UNKNOWN = "unknown"  # an error recorded without a kind (older records)
 
@@ -93,3 +103,92 @@ def mean_of(outcomes: Iterable[tuple[float | None, str | None, bool]]) -> Mean:
 def mean_of_results(results: Iterable[Result]) -> Mean:
     """The mean of Results (see `mean_of`)."""
     return mean_of((r.score, r.error_kind, r.ok) for r in results)
+
+
+Outcome = tuple[float | None, str | None, bool]  # (score, error kind, ok) of one item
+
+
+def counted_score(outcome: Outcome) -> float | None:
+    """What an item counts in a mean: its score, 0 for the candidate's own failure, None when
+    it is left out (a fault that is not the candidate's)."""
+    score, kind, ok = outcome
+    if ok and score is not None:
+        return score
+    if not ok and kind == CANDIDATE_ERROR:
+        return 0.0
+    return None
+
+
+def left_out_share(outcomes: Mapping[str, Outcome]) -> float:
+    """The share of items left out of a candidate's mean (0 when it has none)."""
+    if not outcomes:
+        return 0.0
+    return sum(counted_score(o) is None for o in outcomes.values()) / len(outcomes)
+
+
+@dataclass(frozen=True, slots=True)
+class Paired:
+    """Two candidates on the items both have a counted score for (`n` of them)."""
+
+    a: float | None
+    b: float | None
+    n: int
+
+    @property
+    def change(self) -> float | None:
+        """b's mean minus a's on the shared items; None when they share none."""
+        return None if self.a is None or self.b is None else self.b - self.a
+
+
+def paired(a: Mapping[str, Outcome], b: Mapping[str, Outcome]) -> Paired:
+    """a and b compared only on the items where both have a counted score: an item left out
+    for one (a metric, model or network fault) is left out for both, so a fault on the items a
+    candidate cannot answer never lifts it above a rival that answered them."""
+    pairs = []
+    for item, outcome in a.items():
+        other = b.get(item)
+        if other is None:
+            continue
+        x, y = counted_score(outcome), counted_score(other)
+        if x is not None and y is not None:
+            pairs.append((x, y))
+    if not pairs:
+        return Paired(None, None, 0)
+    return Paired(
+        sum(x for x, _ in pairs) / len(pairs), sum(y for _, y in pairs) / len(pairs), len(pairs)
+    )
+
+
+def choose_best(
+    seed: str,
+    outcomes: Mapping[str, Mapping[str, Outcome]],
+    *,
+    preferred: str | None,
+    max_error_share: float,
+) -> str:
+    """The candidate that may be named best, among those in `outcomes` (candidate id -> its
+    outcome on every val item; in the order they were made).
+
+    A candidate whose left-out share exceeds the seed's by more than `max_error_share` cannot
+    be named best: faults it provoked must not carry it. `preferred` (the engine's choice)
+    stands when it may be named; else the best is the candidate with the largest gain over the
+    seed on the items both have counted (ties: the earliest; no gain: the seed).
+    """
+    base = outcomes.get(seed)
+    if base is None:
+        return preferred or seed  # the seed was never fully scored: nothing to hold others to
+    ceiling = left_out_share(base) + max_error_share + 1e-12
+
+    def allowed(cid: str) -> bool:
+        return cid == seed or left_out_share(outcomes[cid]) <= ceiling
+
+    if preferred is not None and (preferred not in outcomes or allowed(preferred)):
+        return preferred
+    best, best_gain = seed, 0.0
+    for cid, mine in outcomes.items():
+        if cid == seed or not allowed(cid):
+            continue
+        change = paired(base, mine).change
+        if change is not None and change > best_gain:
+            best, best_gain = cid, change
+    return best

@@ -16,7 +16,7 @@ from typing import IO, Any
 from skynet import registry
 from skynet.artifacts.base import Artifact
 from skynet.config import Config, load_config
-from skynet.contract import CheckReport, Metric, check_metric, load_metric
+from skynet.contract import CheckReport, Metric, check_metric, load_metric, metric_file_hash
 from skynet.data import Dataset, Item, load_dataset
 from skynet.engine import (
     Candidate,
@@ -154,9 +154,16 @@ def current_metric_hash(project_dir: Path) -> str | None:
 
     For `reference` the reference set is hashed as it is, verified or not, so `skynet show` can
     say that results are stale after a reference was edited (before it is verified again).
+
+    Reading runs (show, view, export) asks this: it never imports the project's metric.py (a
+    downloaded project's code would run when someone looks at its runs); the file's bytes are
+    hashed, as load_metric hashes them. A built-in scorer or a scorer package is installed code,
+    built from skynet.toml's options.
     """
     try:
         config = load_config(project_dir)
+        if not config.metric.name:
+            return metric_file_hash(project_dir / config.metric.path)
         return _project_metric(
             project_dir, config, load_dataset(config), verified=False
         ).source_hash

@@ -3,8 +3,12 @@
 A candidate is written by a model, so it is treated as an attacker. Each evaluation gets its own
 bubblewrap (`bwrap`) sandbox:
 
-- new PID, network, IPC, UTS and mount namespaces (and a user namespace when Skynet is not root);
-  `--die-with-parent`, `--new-session`, every capability dropped;
+- new user, PID, network, IPC, UTS, cgroup and mount namespaces; `--die-with-parent`,
+  `--new-session`, every capability dropped. The candidate is never root on the host: as an
+  ordinary user Skynet's uid is the candidate's; as root, Skynet maps uid 65534 into the
+  sandbox's user namespace and the harness becomes it (with no group) before anything else runs;
+- /proc read-only (sysctls, sysrq-trigger, every other knob), /proc/keys unreadable, and the
+  kernel keyring syscalls (add_key, request_key, keyctl) refused by a seccomp filter;
 - a filesystem of read-only binds of what the interpreter needs (/usr and the interpreter's own
   prefix, its site-packages masked), private size-limited tmpfs at /tmp (the working folder) and
   /dev/shm, everything else read-only,
@@ -42,11 +46,13 @@ import contextlib
 import dataclasses
 import functools
 import json
+import math
 import os
 import selectors
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -57,7 +63,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter_ns as _clock_ns
-from typing import Any
+from typing import Any, cast
 
 from skynet.errors import ConfigError, SandboxUnavailable
 
@@ -145,6 +151,7 @@ class Outcome:
     stderr_tail: str = ""
     run_ns: int = 0
     total_ns: int = 0
+    cpu_ns: int = 0  # CPU time of the sandbox's process tree from "go", measured by the parent
     oom: bool = False
     started: bool = True
 
@@ -183,17 +190,33 @@ def _probe() -> str:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return "`bwrap` is not on PATH"
-    argv = [*_bwrap_argv(Path("/"), Limits(), probe=True), _interpreter(), "-I", "-S", "-c", "0"]
+    command = [_interpreter(), "-I", "-S", "-c", _drop_prefix(_GUARDS) + "pass"]
+    proc: subprocess.Popen[bytes] | None = None
     try:
-        done = subprocess.run(argv, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+        proc = _spawn(
+            command,
+            box=Path("/"),
+            limits=Limits(),
+            probe=True,
+            guards=_GUARDS,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        _, err = proc.communicate(timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
+        if proc is not None:
+            _kill(proc)
         return f"bwrap could not be started ({exc})"
-    if done.returncode != 0:
-        text = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    if proc.returncode != 0:
+        text = err.decode("utf-8", "replace").strip().splitlines()
         return (
             "bwrap cannot create its namespaces here ("
-            + (text[-1] if text else f"exit {done.returncode}")
-            + "; a container without user namespaces, or kernel.unprivileged_userns_clone = 0)"
+            + (text[-1] if text else f"exit {proc.returncode}")
+            + "; a container without user namespaces, or kernel.unprivileged_userns_clone = 0,"
+            " or user.max_user_namespaces = 0: as root too, Skynet runs each candidate in a user"
+            f" namespace of its own, as uid {_CANDIDATE_UID})"
         )
     return ""
 
@@ -213,8 +236,25 @@ def describe(mode: str = "bwrap") -> str:
         whole = f"whole-sandbox processes and memory held by a cgroup (v{cgroup.version})"
     else:
         whole = "no cgroup here: whole-sandbox processes and memory sampled every 20 ms"
-    user = "as root" if os.geteuid() == 0 else "in a user namespace"
-    return f"{version or 'bubblewrap'} {user}; {whole}"
+    return f"{version or 'bubblewrap'}; {_guarded(_GUARDS)}; {whole}"
+
+
+def _guarded(guards: frozenset[str]) -> str:
+    """How the candidate is held here, in words, for describe()."""
+    if os.geteuid() == 0 and "user" in guards:
+        who = f"candidate as uid {_CANDIDATE_UID} in a user namespace of its own (Skynet is root)"
+    elif os.geteuid() == 0:
+        who = "candidate as root without capabilities (Skynet is root)"
+    else:
+        who = f"candidate as Skynet's uid {os.geteuid()} in a user namespace of its own"
+    parts = [who, "no capabilities"]
+    if "proc" in guards:
+        parts.append("/proc read-only")
+    if "keyring" in guards and _seccomp_filter():
+        parts.append("kernel keyring calls refused")
+    elif "keyring" in guards:
+        parts.append(f"kernel keyring calls not filtered on {os.uname().machine}")
+    return ", ".join(parts)
 
 
 # -- the filesystem the sandbox sees -------------------------------------------------------
@@ -249,6 +289,20 @@ def _system_binds() -> tuple[str, ...]:
     return tuple(args)
 
 
+@functools.cache
+def _open_parents() -> tuple[str, ...]:
+    """bwrap makes the folders above a bound tree (/root above a pyenv interpreter) 0700 root
+    in the sandbox; a candidate that is not root must pass through them. They hold nothing else
+    there."""
+    parents: dict[str, None] = {}
+    for root in _interpreter_roots():
+        parent = os.path.dirname(root)
+        while parent != "/":
+            parents[parent] = None
+            parent = os.path.dirname(parent)
+    return tuple(arg for parent in parents for arg in ("--chmod", "0755", parent))
+
+
 def _masks(empty: Path, hidden: Sequence[Path]) -> list[str]:
     """Cover every hidden folder (site-packages, the project, home, the working directory)
     that falls inside a bound tree with an empty read-only folder."""
@@ -270,9 +324,29 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+# The defences that hold a candidate when Skynet is root, each switchable only so that the tests
+# can show the attack it stops succeeding without it:
+#   "user"    - as root, the candidate runs as uid _CANDIDATE_UID (the host's too) in a user
+#               namespace of its own, not as root with its capabilities dropped;
+#   "proc"    - its /proc is read-only (sysctls, sysrq-trigger, irq, every other knob);
+#   "keyring" - the kernel keyring syscalls are refused (seccomp) and /proc/keys is unreadable.
+_GUARDS = frozenset({"user", "proc", "keyring"})
+# nobody: owns no file on the host and no process Skynet's candidate could see.
+_CANDIDATE_UID = 65534
+
+
 def _bwrap_argv(
-    box: Path, limits: Limits, *, probe: bool = False, hidden: Sequence[Path] = ()
+    box: Path,
+    limits: Limits,
+    *,
+    probe: bool = False,
+    hidden: Sequence[Path] = (),
+    guards: frozenset[str] = _GUARDS,
+    seccomp_fd: int = -1,
+    userns_fds: tuple[int, int] | None = None,
 ) -> list[str]:
+    """bwrap's arguments up to "--". `seccomp_fd` reads the keyring filter; `userns_fds`
+    (info, block) let a root Skynet write the user namespace's maps before bwrap goes on."""
     argv = [
         "bwrap",
         "--unshare-all",  # user (when possible), ipc, pid, net, uts, cgroup namespaces
@@ -280,34 +354,179 @@ def _bwrap_argv(
         "--new-session",
         "--cap-drop",
         "ALL",
+    ]
+    if userns_fds is not None:
+        # As root bwrap maps the sandbox's user to root (uid 0 outside), which is still root to
+        # sysctls and keys. Instead Skynet writes the maps (root for bwrap's set-up, and
+        # _CANDIDATE_UID), and the harness keeps the two capabilities it needs to become it.
+        info, block = userns_fds
+        argv += ["--unshare-user", "--info-fd", str(info), "--userns-block-fd", str(block)]
+        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    if seccomp_fd >= 0:
+        argv += ["--seccomp", str(seccomp_fd)]
+    # The candidate (uid _CANDIDATE_UID as root) owns neither tmpfs: both are open to it.
+    shared = ["--perms", "1777"] if "user" in guards else []
+    argv += [
         *_system_binds(),
+        *(_open_parents() if "user" in guards else ()),
         "--proc",
         "/proc",
         "--dev",
         "/dev",
+        *shared,
         "--size",
         str(limits.tmpfs_mb << 20),
         "--tmpfs",
         "/dev/shm",
+        *shared,
         "--size",
         str(limits.tmpfs_mb << 20),
         "--tmpfs",
         "/tmp",
     ]
+    if "keyring" in guards:
+        # The keys its processes may view (the session keyring's among them), by name: a char
+        # device on a nodev mount, so any read is refused.
+        for name in ("keys", "key-users"):
+            argv += ["--ro-bind", "/dev/null", f"/proc/{name}"]
     if not probe:
         argv += ["--ro-bind", str(box / "in"), "/skynet", *_masks(box / "empty", hidden)]
-    argv += [
-        "--chdir",
-        "/tmp",
-        "--remount-ro",
-        "/dev",
-        "--remount-ro",
-        "/",
-        "--clearenv",
-    ]
+    argv += ["--chdir", "/tmp", "--remount-ro", "/dev", "--remount-ro", "/"]
+    if "proc" in guards:
+        # bwrap covers /proc/sys only when the folder itself is writable, which it never is,
+        # while its files are (to root). All of /proc, /proc/self's files included, is read-only.
+        argv += ["--remount-ro", "/proc"]
+    argv.append("--clearenv")
     for name, value in _environment("/tmp").items():
         argv += ["--setenv", name, value]
     return [*argv, "--"]
+
+
+def _drop_prefix(guards: frozenset[str]) -> str:
+    """Python run first in the sandbox when Skynet is root: become _CANDIDATE_UID, with no
+    group, before the harness (and the candidate) do anything; the capabilities go with root."""
+    if "user" not in guards or os.geteuid() != 0:
+        return ""
+    uid = _CANDIDATE_UID
+    return (
+        f"import os\nos.setgroups([])\nos.setresgid({uid}, {uid}, {uid})\n"
+        f"os.setresuid({uid}, {uid}, {uid})\n"
+    )
+
+
+# Key syscalls per machine: (AUDIT_ARCH_*, add_key, request_key, keyctl). Machines missing here
+# run without the filter, and describe() says so.
+_KEY_SYSCALLS = {
+    "x86_64": (0xC000003E, 248, 249, 250),
+    "aarch64": (0xC00000B7, 217, 218, 219),
+}
+
+
+@functools.cache
+def _seccomp_filter() -> bytes:
+    """A classic BPF program for bwrap --seccomp: add_key, request_key and keyctl fail with
+    EPERM; a syscall of another ABI (32-bit, x32) kills the process, as the numbers differ there.
+    b"" on a machine whose numbers Skynet does not know."""
+    known = _KEY_SYSCALLS.get(os.uname().machine)
+    if known is None:
+        return b""
+    arch, *calls = known
+    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, JMP|JEQ|K, JMP|JGE|K, RET|K
+    allow, kill, refuse = 0x7FFF0000, 0x80000000, 0x00050000 | 1  # RET_ERRNO | EPERM
+    program = [
+        (load, 0, 0, 4),  # seccomp_data.arch
+        (jeq, 1, 0, arch),
+        (ret, 0, 0, kill),
+        (load, 0, 0, 0),  # seccomp_data.nr
+        (jge, len(calls) + 2, 0, 0x40000000),  # x32 numbers: to the kill below
+        *((jeq, len(calls) - i, 0, nr) for i, nr in enumerate(calls)),
+        (ret, 0, 0, allow),
+        (ret, 0, 0, refuse),
+        (ret, 0, 0, kill),
+    ]
+    return b"".join(struct.pack("=HBBI", *op) for op in program)
+
+
+def _spawn(
+    command: Sequence[str],
+    *,
+    box: Path,
+    limits: Limits,
+    guards: frozenset[str],
+    probe: bool = False,
+    hidden: Sequence[Path] = (),
+    **popen: Any,
+) -> subprocess.Popen[bytes]:
+    """Start bwrap running `command`, its seccomp filter on a pipe; as root, write the user
+    namespace's maps while bwrap waits for them. A sandbox whose maps could not be written is
+    killed before bwrap may go on: it never runs as root."""
+    ours: list[int] = []  # our ends, closed here
+    theirs: list[int] = []  # bwrap's ends, closed once it has them
+    try:
+        seccomp_fd = -1
+        program = _seccomp_filter() if "keyring" in guards else b""
+        if program:
+            seccomp_fd, write = os.pipe()
+            theirs.append(seccomp_fd)
+            os.write(write, program)  # far below a pipe's buffer
+            os.close(write)
+        userns_fds = None
+        if "user" in guards and os.geteuid() == 0:
+            info_read, info_write = os.pipe()
+            block_read, block_write = os.pipe()
+            ours += [info_read, block_write]
+            theirs += [info_write, block_read]
+            userns_fds = (info_write, block_read)
+        argv = _bwrap_argv(
+            box,
+            limits,
+            probe=probe,
+            hidden=hidden,
+            guards=guards,
+            seccomp_fd=seccomp_fd,
+            userns_fds=userns_fds,
+        )
+        popen["pass_fds"] = (*popen.get("pass_fds", ()), *theirs)
+        proc = cast("subprocess.Popen[bytes]", subprocess.Popen([*argv, *command], **popen))
+        for fd in theirs:
+            os.close(fd)
+        theirs.clear()
+        if userns_fds is not None:
+            info_read, block_write = ours
+            if _map_user(info_read, limits.startup_s):
+                os.write(block_write, b"1")
+            else:  # bwrap failed before, or the maps could not be written
+                _kill(proc)
+        return proc
+    finally:
+        for fd in (*ours, *theirs):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _map_user(info: int, timeout_s: float) -> bool:
+    """Read the sandbox's pid from bwrap's info pipe and map its users: root to root, for
+    bwrap's own set-up, and _CANDIDATE_UID to itself, which the harness becomes at once."""
+    data = b""
+    deadline = time.monotonic() + timeout_s
+    with selectors.DefaultSelector() as sel:
+        sel.register(info, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
+                continue
+            chunk = os.read(info, 4096)
+            if not chunk:
+                break
+            data += chunk
+    try:
+        pid = int(json.loads(data)["child-pid"])
+        uid = _CANDIDATE_UID
+        for name in ("uid_map", "gid_map"):
+            with open(f"/proc/{pid}/{name}", "w") as maps:
+                maps.write(f"0 0 1\n{uid} {uid} 1\n")
+    except (ValueError, KeyError, TypeError, OSError):
+        return False
+    return True
 
 
 def _environment(home: str) -> dict[str, str]:
@@ -352,8 +571,14 @@ def _sweep() -> None:
 
 # -- the model proxy ------------------------------------------------------------------------
 _ALLOWED_PARAMS = ("max_tokens", "temperature", "top_p", "stop", "seed")
-_MAX_REQUEST_BYTES = 4 << 20
+# One request's JSON line. 1 MiB is ~256k tokens of English text at ~4 bytes a token: more
+# than the context window of most hosted models (128k-200k tokens), which refuse a longer
+# request anyway; each byte accepted is reserved against the budget and may be kept in runs.db.
+_MAX_REQUEST_BYTES = 1 << 20
 _MAX_CONNECTIONS = 8  # model-proxy connections served at once, per evaluation
+# Private switch for tests (the control of the in-flight attack): False leaves the calls a
+# candidate left in flight running past its evaluation, as before. Never set it in Skynet.
+_JOIN_SERVED = True
 
 
 @dataclass(kw_only=True)
@@ -396,6 +621,11 @@ class ModelProxy:
         unknown = sorted(set(request) - {"messages", *_ALLOWED_PARAMS})
         if unknown:
             return {"error": f"unknown parameter(s) {unknown}; allowed: {list(_ALLOWED_PARAMS)}"}
+        wrong = _invalid_params(params)
+        if wrong:
+            # Refused here, never sent: a request the model would refuse must not reach it, or
+            # the candidate could turn an item it cannot answer into the model's error.
+            return {"error": wrong}
         with self._lock:
             if self.calls >= self.max_calls:
                 return {"error": f"more than {self.max_calls} model calls in one evaluation"}
@@ -409,6 +639,45 @@ class ModelProxy:
             return {"error": f"{type(exc).__name__}: {exc}"}
 
 
+def _invalid_params(params: Mapping[str, Any]) -> str:
+    """Why the candidate's call parameters cannot be sent ("" when they can): each a finite
+    number in its range, stop a string or up to 4 strings, seed a 64-bit integer."""
+
+    def number(name: str, low: float, high: float) -> str:
+        value = params.get(name)
+        if value is None:
+            return ""
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or not low <= value <= high
+        ):
+            return f"{name} must be a finite number from {low:g} to {high:g}, not {value!r}"
+        return ""
+
+    for name, low, high in (("temperature", 0.0, 2.0), ("top_p", 0.0, 1.0)):
+        why = number(name, low, high)
+        if why:
+            return why
+    for name, low, high in (("max_tokens", 1, 2**31 - 1), ("seed", -(2**63), 2**63 - 1)):
+        value = params.get(name)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high
+        ):
+            return f"{name} must be an integer from {low} to {high}, not {value!r}"
+    stop = params.get("stop")
+    if stop is not None:
+        stops = [stop] if isinstance(stop, str) else stop
+        if (
+            not isinstance(stops, list)
+            or not 1 <= len(stops) <= 4
+            or not all(isinstance(s, str) and s for s in stops)
+        ):
+            return f"stop must be a non-empty string or a list of 1 to 4 of them, not {stop!r}"
+    return ""
+
+
 @contextlib.contextmanager
 def _serving(proxy: ModelProxy | None, path: Path) -> Iterator[None]:
     if proxy is None:
@@ -416,10 +685,14 @@ def _serving(proxy: ModelProxy | None, path: Path) -> Iterator[None]:
         return
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
+    os.chmod(path, 0o666)  # connecting needs write access: the candidate's uid is not Skynet's
     server.listen(8)
     stop = threading.Event()
     # A candidate may open sockets by the thousand: Skynet serves a few at a time, the rest wait.
     slots = threading.BoundedSemaphore(_MAX_CONNECTIONS)
+    # The connections being served: joined when the sandbox is gone, so a call the candidate
+    # left in flight ends (and is metered, and in the ledger) before the evaluation does.
+    served: list[tuple[threading.Thread, socket.socket]] = []
 
     def connection(conn: socket.socket) -> None:
         try:
@@ -433,11 +706,13 @@ def _serving(proxy: ModelProxy | None, path: Path) -> Iterator[None]:
             reader = conn.makefile("rb")
             while not stop.is_set():
                 line = reader.readline(_MAX_REQUEST_BYTES + 1)
-                if not line:
+                if not line or stop.is_set():  # the sandbox is gone: no new call is started
                     return
                 if len(line) > _MAX_REQUEST_BYTES:
                     reply: dict[str, Any] = {
-                        "error": f"a request of more than {_MAX_REQUEST_BYTES} bytes"
+                        "error": f"a model request of more than {_MAX_REQUEST_BYTES:,} bytes "
+                        f"(1 MiB, ~256k tokens: past most models' context window) is refused; "
+                        "send a shorter prompt"
                     }
                     conn.sendall((json.dumps(reply) + "\n").encode())
                     return
@@ -456,7 +731,9 @@ def _serving(proxy: ModelProxy | None, path: Path) -> Iterator[None]:
             except OSError:
                 slots.release()
                 return
-            threading.Thread(target=connection, args=(conn,), daemon=True).start()
+            worker = threading.Thread(target=connection, args=(conn,), daemon=True)
+            served.append((worker, conn))
+            worker.start()
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
@@ -467,6 +744,14 @@ def _serving(proxy: ModelProxy | None, path: Path) -> Iterator[None]:
         with contextlib.suppress(OSError):
             server.shutdown(socket.SHUT_RDWR)
         server.close()
+        thread.join()
+        # No request is read from now on (a process the kill missed cannot start one); the
+        # one a connection is serving runs to its end (the model's time-out bounds it).
+        for _, conn in served:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RD)
+        for worker, _ in served if _JOIN_SERVED else ():
+            worker.join()
 
 
 # -- cgroups: the whole sandbox's processes and memory --------------------------------------
@@ -506,6 +791,14 @@ class _Cgroup:
                 if swap.exists():
                     with contextlib.suppress(OSError):
                         swap.write_text(memory)
+                # The tree's CPU time, where cpuacct is there to count it (else sampled).
+                acct = Path("/sys/fs/cgroup/cpuacct")
+                if "cpuacct" in paths and (acct / "cgroup.procs").exists():
+                    with contextlib.suppress(OSError):
+                        path = acct / paths["cpuacct"].lstrip("/") / name
+                        _sweep_cgroups(path.parent)
+                        path.mkdir()
+                        made.append(path)
                 return cls(made, 1)
             except OSError:
                 for path in made:
@@ -536,6 +829,19 @@ class _Cgroup:
                 except OSError:
                     with contextlib.suppress(OSError):
                         path.rmdir()
+        return None
+
+    def cpu_ns(self) -> int | None:
+        """CPU time used by the cgroup's processes, dead ones included; None where this
+        cgroup does not count it (v1 without cpuacct)."""
+        try:
+            if self.version == 2:
+                stat = (self.dirs[0] / "cpu.stat").read_text().split()
+                return int(stat[stat.index("usage_usec") + 1]) * 1000
+            if len(self.dirs) > 2:
+                return int((self.dirs[2] / "cpuacct.usage").read_text())
+        except (OSError, ValueError, IndexError):
+            pass
         return None
 
     def attach(self, pids: Sequence[int]) -> bool:
@@ -645,30 +951,37 @@ def run_python(
         for name, data in files.items():
             (inside / name).write_bytes(data)
         shutil.copyfile(_CLIENT, inside / "lib" / "skynet_sandbox.py")
+        # Readable by the candidate's uid whatever Skynet's umask; the host reaches none of it
+        # (the private root is 0700).
+        for path in (inside, inside / "lib", *inside.iterdir(), *(inside / "lib").iterdir()):
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
         read_out, write_out = os.pipe()
         rlimits = json.dumps(limits.rlimits())
+        guards = _GUARDS
         if mode == "bwrap":
-            argv = [*_bwrap_argv(box, limits, hidden=hidden), _interpreter()]
             cwd: Path | None = None
             where = "/skynet"
+            harness = _drop_prefix(guards) + harness
         else:
-            argv = [_interpreter()]
             cwd = inside
             where = str(inside)
-        argv += ["-I", "-S", "-c", harness, str(write_out), rlimits, where]
+        argv = [_interpreter(), "-I", "-S", "-c", harness, str(write_out), rlimits, where]
         # bwrap clears the environment and sets the candidate's inside the sandbox.
         env = _environment("/tmp" if mode == "bwrap" else str(inside))
         with _serving(proxy, inside / "model.sock"):
-            proc = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                pass_fds=(write_out,),
-                start_new_session=True,  # its own process group: Skynet kills it whole
-            )
+            popen: dict[str, Any] = {
+                "cwd": cwd,
+                "env": env,
+                "stdin": subprocess.PIPE,
+                "stdout": subprocess.DEVNULL,
+                "stderr": subprocess.PIPE,
+                "pass_fds": (write_out,),
+                "start_new_session": True,  # its own process group: Skynet kills it whole
+            }
+            if mode == "bwrap":
+                proc = _spawn(argv, box=box, limits=limits, guards=guards, hidden=hidden, **popen)
+            else:
+                proc = cast("subprocess.Popen[bytes]", subprocess.Popen(argv, **popen))
             os.close(write_out)
             write_out = -1
             cgroup = _Cgroup.make(limits) if mode == "bwrap" else None
@@ -714,6 +1027,13 @@ def _watch(
     open_fds = {"out", "err"}
     # Without a cgroup, the parent samples the sandbox's processes and memory every 20 ms.
     sample = cgroup is None
+    # The CPU time of the candidate's tree, measured here (never reported by the harness, which
+    # the candidate controls): the cgroup's counter where there is one, the tree sampled with
+    # the limits above, and the exit's rusage (its waited-for descendants), less what the
+    # tree had used at "go" (the interpreter's start-up).
+    seen: dict[tuple[int, str], int] = {}
+    at_go = 0
+    rusage_ns = 0
     try:
         while "out" in open_fds:
             left = deadline - time.monotonic()
@@ -725,7 +1045,9 @@ def _watch(
                 )
                 break
             if sample and ready:
-                failure = _over(proc.pid, limits, ours)
+                pids = _tree(proc.pid)
+                _cpu_sample(pids, seen)
+                failure = _over(proc.pid, limits, ours, pids)
                 if failure:
                     break
             for key, _ in sel.select(timeout=min(left, 0.02 if sample else 1.0)):
@@ -757,6 +1079,8 @@ def _watch(
                     if cgroup is not None and not cgroup.attach(_tree(proc.pid)):
                         failure = "the sandbox could not be placed in its cgroup"
                         break
+                    _cpu_sample(_tree(proc.pid), seen)
+                    at_go = sum(seen.values())
                     go_ns = _clock_ns()
                     try:
                         proc.stdin.write(b"G")
@@ -775,10 +1099,7 @@ def _watch(
                 break
         if not failure:
             # The output is complete; the harness exits now. Give it a moment, not the wall time.
-            try:
-                proc.wait(timeout=2.0)
-            except subprocess.TimeoutExpired:
-                pass
+            rusage_ns = _reap(proc, 2.0)
     finally:
         sel.close()
     if end_ns == 0:
@@ -795,6 +1116,8 @@ def _watch(
                 del tail[: len(tail) - limits.stderr_tail_bytes]
     code = proc.returncode
     oom = cgroup.oom() if cgroup is not None else False
+    counted = cgroup.cpu_ns() if cgroup is not None else None
+    cpu_ns = max(counted or 0, sum(seen.values()) - at_go, rusage_ns - at_go, 0) if go_ns else 0
     parsed, has_output, problem = None, False, ""
     if not failure and out:
         parsed, problem = bounded_json(bytes(out), limits.max_output_depth)
@@ -809,6 +1132,7 @@ def _watch(
         returncode=code,
         stderr_tail=text,
         run_ns=max(0, end_ns - go_ns) if go_ns else 0,
+        cpu_ns=cpu_ns,
         oom=oom,
         started=ready,
     )
@@ -817,10 +1141,47 @@ def _watch(
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def _over(pid: int, limits: Limits, ours: int) -> str:
+_TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_sample(pids: Sequence[int], seen: dict[tuple[int, str], int]) -> None:
+    """Add each process's user+system time (/proc/PID/stat) to `seen`, keyed by pid and start
+    time (a reused pid is another process); a process's last sample stands after it exits."""
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            key = (pid, fields[19])  # field 22, starttime (fields[0] is field 3, state)
+            used = (int(fields[11]) + int(fields[12])) * _TICK_NS  # fields 14, 15
+        except (OSError, IndexError, ValueError):
+            continue
+        if used > seen.get(key, 0):
+            seen[key] = used
+
+
+def _reap(proc: subprocess.Popen[bytes], timeout: float) -> int:
+    """Wait up to `timeout` s for the sandbox's first process to exit and reap it with
+    wait4; the CPU ns its rusage holds (its own and its waited-for descendants'), or 0."""
+    deadline = time.monotonic() + timeout
+    delay = 0.0005
+    while True:
+        try:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        except ChildProcessError:
+            return 0
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return int((usage.ru_utime + usage.ru_stime) * 1e9)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return 0
+        time.sleep(min(delay, left))
+        delay = min(delay * 2, 0.05)
+
+
+def _over(pid: int, limits: Limits, ours: int, pids: Sequence[int] | None = None) -> str:
     """Why the sandbox rooted at `pid` is over its whole-sandbox limits ("" when it is not);
     `ours` of its processes are Skynet's (bwrap and the namespace's init)."""
-    pids = _tree(pid)
+    pids = _tree(pid) if pids is None else pids
     if len(pids) - ours > limits.max_processes:
         return f"the candidate started more than {limits.max_processes} processes and was killed"
     resident = 0

@@ -30,7 +30,7 @@ from skynet.engine import Candidate, Engine, EngineContext, EngineOutcome
 from skynet.errors import BudgetExhausted, ConfigError, RunAborted
 from skynet.evaluation import CANDIDATE_ERROR, METRIC_ERROR, Evaluation, Result
 from skynet.executors import open_executor
-from skynet.mean import mean_of
+from skynet.mean import choose_best, mean_of
 from skynet.models import Models
 from skynet.runs import EVALUATION, RunStore
 from skynet.runs.lock import Writer
@@ -609,11 +609,11 @@ class RunSession:
         if self.models.budget.refusal is not None:
             self.should_stop()  # names the refusal as what stopped the run
             # Stopped mid-step: the engine's own scores may hold items it never evaluated.
-            # The best is the best mean over the candidates whose every val item is recorded.
+            # The best: the largest gain over the seed among those whose val items are recorded.
             best = self._best_recorded()
         else:
             assert outcome is not None
-            best = dict(outcome.best_candidate)
+            best = self._may_be_named(dict(outcome.best_candidate))
         stopped_by = self.stopped_by
         if not stopped_by and budget is not None and progress.calls >= budget:
             stopped_by = f"max_metric_calls = {budget} reached"
@@ -649,11 +649,38 @@ class RunSession:
         )
 
     def _best_recorded(self) -> Candidate:
-        """The recorded candidate with the best val mean (ties: the earliest); the seed when
-        none has every val item recorded."""
-        best, best_mean = dict(self.seed), self.val_mean(self.seed_id)
-        for row in self.store.candidates(self.run_id):
-            mean = self.val_mean(row.id)
-            if mean is not None and (best_mean is None or mean > best_mean):
-                best, best_mean = dict(row.content), mean
-        return best
+        """The engine named none (a refused call stopped it mid-step): the recorded candidate
+        with the largest gain over the seed on the val items both have counted, among those
+        whose every val item is recorded (ties: the earliest; none: the seed)."""
+        return self._may_be_named(None)
+
+    def _may_be_named(self, chosen: Candidate | None) -> Candidate:
+        """`chosen`, unless faults that were not its own carried it (skynet.mean.choose_best):
+        then the candidate with the largest gain over the seed on the val items both have
+        counted. Said in the run's output and recorded as a note."""
+        complete = {
+            cid: seen for cid, seen in self.val_outcomes.items() if len(seen) == len(self.val)
+        }
+        contents = {row.id: dict(row.content) for row in self.store.candidates(self.run_id)}
+        contents.setdefault(self.seed_id, dict(self.seed))
+        order = [cid for cid in contents if cid in complete]
+        wanted = None if chosen is None else self.cid(chosen)
+        named = choose_best(
+            self.seed_id,
+            {cid: complete[cid] for cid in order},
+            preferred=wanted,
+            max_error_share=self.cfg.engine.max_error_share,
+        )
+        if chosen is None:
+            return contents.get(named, dict(self.seed))
+        if named == wanted or named not in contents:
+            return chosen
+        why = (
+            f"candidate {wanted} was not named best: more of its val items were left out "
+            f"(metric, model or network faults) than the seed's, by more than [engine] "
+            f"max_error_share = {self.cfg.engine.max_error_share:g}; the best is {named}, "
+            "compared on the items both have counted"
+        )
+        self.store.set_note(self.run_id, "best_passed_over", why)
+        self.say(why)
+        return contents[named]

@@ -172,13 +172,28 @@ def test_an_old_run_without_items_renders(tmp_path):
 # The server, over real HTTP on loopback.
 
 
-def _get(url: str, host: str | None = None) -> tuple[int, str]:
-    request = urllib.request.Request(url, headers={"Host": host} if host else {})
+def _get(url: str, host: str | None = None, cookie: str = "") -> tuple[int, str]:
+    headers = {"Host": host} if host else {}
+    if cookie:
+        headers["Cookie"] = cookie
+    request = urllib.request.Request(url, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
+
+
+class Served:
+    """A viewer on a free port: its origin, the secret its URL carried, and a GET that passes."""
+
+    def __init__(self, url: str, token: str, project: Path, ids: list[str]) -> None:
+        self.url, self.token, self.project, self.ids = url, token, project, ids
+        port = url.rsplit(":", 1)[1]
+        self.cookie = f"skynet-view-{port}={token}"
+
+    def get(self, path: str, host: str | None = None) -> tuple[int, str]:
+        return _get(self.url + path, host=host, cookie=self.cookie)
 
 
 @pytest.fixture
@@ -193,8 +208,9 @@ def viewer(runs):
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
-    assert out.getvalue().startswith(f"Skynet viewer: {url}/")
-    yield url, project, ids
+    printed = re.match(rf"Skynet viewer: {re.escape(url)}/\?token=([\w-]{{40,}})  ", out.getvalue())
+    assert printed is not None, out.getvalue()
+    yield Served(url, printed.group(1), project, ids)
     server.shutdown()
     server.server_close()
     thread.join()
@@ -202,10 +218,10 @@ def viewer(runs):
 
 
 def test_the_viewer_serves_every_page(viewer):
-    url, project, (a, b) = viewer
-    status, index = _get(url + "/")
+    url, (a, b) = viewer.url, viewer.ids
+    status, index = viewer.get("/")
     assert status == 200 and f'href="/run/{a}"' in index and f'href="/run/{b}"' in index
-    status, page = _get(f"{url}/run/{a}")
+    status, page = viewer.get(f"/run/{a}")
     assert (
         status == 200
         and "connect-src 'self'" in page
@@ -213,47 +229,48 @@ def test_the_viewer_serves_every_page(viewer):
     )
     assert 'form class="picker"' in page  # any two candidates can be picked
     call = int(re.search(rf'data-src="/run/{a}/call/(\d+)"', page).group(1))
-    status, body = _get(f"{url}/run/{a}/call/{call}")
+    status, body = viewer.get(f"/run/{a}/call/{call}")
     assert status == 200 and "request" in body and "reply" in body
-    status, body = _get(f"{url}/compare/{a}/{b}")
+    status, body = viewer.get(f"/compare/{a}/{b}")
     assert status == 200 and f"Runs {a} and {b}" in body
     # The index's compare form is a GET that lands on the compare page.
-    status, body = _get(f"{url}/compare?a={a}&b={b}")
+    status, body = viewer.get(f"/compare?a={a}&b={b}")
     assert status == 200 and f"Runs {a} and {b}" in body
+    assert url.startswith("http://127.0.0.1:")
 
 
 def test_the_viewer_picks_two_candidates(viewer):
-    url, project, (a, _) = viewer
+    project, (a, _) = viewer.project, viewer.ids
     with RunStore(runs_db_path(project)) as store:
         s = summarize(store, a)
     best, seed = s.best.id, s.seed.id
-    status, page = _get(f"{url}/run/{a}?a={best}&b={seed}")
+    status, page = viewer.get(f"/run/{a}?a={best}&b={seed}")
     assert status == 200
     assert f"<th>A: {best} (best)</th><th>B: {seed} (seed)</th>" in page
     assert 'data-filter="broken">broken <span class="count">8</span>' in page
 
 
 def test_the_stamp_changes_when_the_run_records(viewer):
-    url, project, (a, _) = viewer
-    _, before = _get(f"{url}/run/{a}/stamp")
+    project, (a, _) = viewer.project, viewer.ids
+    _, before = viewer.get(f"/run/{a}/stamp")
     with RunStore(runs_db_path(project)) as store:
         store.add_candidate(a, "late", {"instructions": "late text"})
-    _, after = _get(f"{url}/run/{a}/stamp")
+    _, after = viewer.get(f"/run/{a}/stamp")
     assert before != after and len(after) == 16
-    _, page = _get(f"{url}/run/{a}")
+    _, page = viewer.get(f"/run/{a}")
     assert 'id="cand-late"' in page and "late text" in page
 
 
 def test_the_viewer_says_what_is_missing_and_answers_loopback_only(viewer):
-    url, _, (a, _) = viewer
-    status, body = _get(f"{url}/run/nope")
+    a = viewer.ids[0]
+    status, body = viewer.get("/run/nope")
     assert status == 404 and "no run &#x27;nope&#x27;" in body
-    status, body = _get(f"{url}/run/{a}/call/999999")
+    status, body = viewer.get(f"/run/{a}/call/999999")
     assert status == 404 and "has no call 999999" in body
-    status, _ = _get(f"{url}/elsewhere")
+    status, _ = viewer.get("/elsewhere")
     assert status == 404
     # A page on another origin that rebinds its name to 127.0.0.1 is refused.
-    status, body = _get(f"{url}/run/{a}", host="evil.example:80")
+    status, body = viewer.get(f"/run/{a}", host="evil.example:80")
     assert status == 403
 
 
@@ -267,11 +284,17 @@ def test_skynet_view_runs_until_interrupted(runs):
     )
     try:
         line = proc.stdout.readline()
-        found = re.match(r"Skynet viewer: (http://127\.0\.0\.1:\d+)(/run/\S+)", line)
+        found = re.match(r"Skynet viewer: (http://127\.0\.0\.1:\d+)(/run/\S+)\?token=(\S+)", line)
         assert found is not None, line
         assert found.group(2) == f"/run/{a}"
         conn = http.client.HTTPConnection(found.group(1).removeprefix("http://"), timeout=10)
-        conn.request("GET", found.group(2))
+        conn.request("GET", f"{found.group(2)}?token={found.group(3)}")
+        entered = conn.getresponse()
+        entered.read()
+        # The printed URL sets the cookie and leads to the page without the secret.
+        assert entered.status == 303 and entered.getheader("Location") == f"/run/{a}"
+        cookie = entered.getheader("Set-Cookie").split(";")[0]
+        conn.request("GET", found.group(2), headers={"Cookie": cookie})
         assert conn.getresponse().status == 200
         proc.send_signal(2)  # Ctrl-C
         out, err = proc.communicate(timeout=10)

@@ -197,7 +197,15 @@ def copy_project(src: Path, dst: Path) -> Path:
 # The viewer, a real `skynet view` process.
 
 VIEWERS: list[str] = []  # every viewer's origin this module started: the pages may ask those
-FIRST_LINE = re.compile(r"Skynet viewer: (http://127\.0\.0\.1:\d+)(/\S*)  \(Ctrl-C stops it\)$")
+FIRST_LINE = re.compile(
+    r"Skynet viewer: (http://127\.0\.0\.1:\d+)(/\S*?)\?token=([\w-]+)  \(Ctrl-C stops it\)$"
+)
+
+
+def enter(origin: str, token: str, path: str) -> str:
+    path, hashed, fragment = path.partition("#")
+    sep = "&" if "?" in path else "?"
+    return f"{origin}{path}{sep}token={token}{hashed}{fragment}"
 
 
 class ViewerProcess:
@@ -225,7 +233,7 @@ class ViewerProcess:
             )
         found = FIRST_LINE.match(first.rstrip("\n"))
         assert found, f"the viewer's first line is not its URL: {first!r}"
-        self.origin, self.first_path = found.group(1), found.group(2)
+        self.origin, self.first_path, self.token = found.group(1), found.group(2), found.group(3)
         VIEWERS.append(self.origin)
 
     def _read(self, stream, lines: list[str], tell: bool) -> None:
@@ -238,6 +246,11 @@ class ViewerProcess:
 
     def url(self, path: str) -> str:
         return self.origin + path
+
+    def enter(self, path: str) -> str:
+        """`path` as the printed URL gives it: with the start's secret, which sets the cookie
+        and redirects to `path` (a fresh browser context has no cookie yet)."""
+        return enter(self.origin, self.token, path)
 
     def stop(self) -> None:
         """Ctrl-C: the viewer says it stopped and exits 0, with no traceback."""
@@ -452,7 +465,7 @@ def assert_not_run(page: Page) -> None:
 
 def test_viewer_items_filter_fixed_and_broken(viewer, runs, tab):
     run, page = runs.a, tab.page
-    page.goto(viewer.url(f"/run/{run.id}"))
+    page.goto(viewer.enter(f"/run/{run.id}"))
     assert page.locator("section.page#overview").is_visible()
     assert page.locator('nav a[href="/"]').inner_text() == "All runs"
     show(page, "items")
@@ -474,7 +487,7 @@ def test_viewer_items_filter_fixed_and_broken(viewer, runs, tab):
 
 def test_viewer_candidate_text(viewer, runs, tab):
     run, page = runs.a, tab.page
-    page.goto(viewer.url(f"/run/{run.id}"))
+    page.goto(viewer.enter(f"/run/{run.id}"))
     show(page, "candidates")
     assert page.inner_text('nav a[href="#candidates"]') == f"Candidates ({len(run.texts)})"
     check_candidate(page, run, run.best_id)
@@ -486,7 +499,7 @@ def test_viewer_candidate_text(viewer, runs, tab):
 
 def test_viewer_picker_compares_any_two_candidates(viewer, runs, tab):
     run, page = runs.a, tab.page
-    page.goto(viewer.url(f"/run/{run.id}#items"))
+    page.goto(viewer.enter(f"/run/{run.id}#items"))
     assert page.locator("section.page#items").is_visible()
     # Swapped: what the best fixed, the seed breaks.
     page.select_option("form.picker select[name=a]", run.best_id)
@@ -517,7 +530,7 @@ def test_viewer_picker_compares_any_two_candidates(viewer, runs, tab):
 
 def test_viewer_call_request_and_reply_fetched_when_opened(viewer, runs, tab):
     run, page = runs.a, tab.page
-    page.goto(viewer.url(f"/run/{run.id}#cost"))
+    page.goto(viewer.enter(f"/run/{run.id}#cost"))
     assert page.locator("section.page#cost").is_visible()
     assert page.locator("section#cost svg").count() >= 1
     assert "task" in page.locator("section#cost table").first.inner_text()
@@ -546,7 +559,7 @@ def test_viewer_call_request_and_reply_fetched_when_opened(viewer, runs, tab):
 
 def test_viewer_compares_two_runs_from_the_index(viewer, runs, tab):
     a, b, page = runs.a, runs.b, tab.page
-    page.goto(viewer.url("/"))
+    page.goto(viewer.enter("/"))
     listed = page.locator("table#runs tbody tr a").all_inner_texts()
     assert sorted(listed) == sorted([a.id, b.id])
     page.select_option("form.picker select[name=a]", a.id)
@@ -573,7 +586,7 @@ def test_viewer_reloads_when_the_run_records_something(chromium, runs, tab, tmp_
     v = ViewerProcess(project)
     try:
         page = tab.page
-        page.goto(v.url(f"/run/{run.id}#candidates"))
+        page.goto(v.enter(f"/run/{run.id}#candidates"))
         n = len(run.texts)
         assert page.inner_text('nav a[href="#candidates"]') == f"Candidates ({n})"
         page.evaluate("window.__before_reload = 1")
@@ -705,7 +718,7 @@ def test_hostile_text_shows_as_text(viewer, runs, report_file, tab):
 
     for where in ("viewer", "file"):
         if where == "viewer":
-            page.goto(viewer.url(f"/run/{run.id}"))
+            page.goto(viewer.enter(f"/run/{run.id}"))
         else:
             page.goto(report_file.as_uri())
         show(page, "items")
@@ -733,3 +746,182 @@ def test_hostile_text_shows_as_text(viewer, runs, report_file, tab):
         page.wait_for_timeout(200)  # an onerror would have fired by now
         assert_not_run(page)
         tab.shot(where)
+
+
+# --------------------------------------------------------------------------------------------
+# The pages' Content-Security-Policy (issue 25): only the page's own script runs. Markup that
+# slipped through escaping (an injected <script>, an inline onerror=) is refused by the browser,
+# so it cannot navigate to a listener; under the old policy ('unsafe-inline') it did.
+
+
+class Listener:
+    """A loopback HTTP listener that records every path asked of it."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        paths = self.paths = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                paths.append(self.path)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.end_headers()
+                self.wfile.write(b"got it")
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.origin = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    ear = Listener()
+    try:
+        yield ear
+    finally:
+        ear.close()
+
+
+PAYLOADS = {
+    "script": "<script>location.href='{origin}/script'</script>",
+    "onerror": "<img src=x onerror=\"location.href='{origin}/onerror'\">",
+}
+
+
+def hostile_store(root: Path, markup: str) -> tuple[RunStore, str]:
+    """A run written straight into a store: the best's output on item q1 is `markup`."""
+    from skynet import Result
+    from skynet.data import Item
+
+    store = RunStore(runs_db_path(root))
+    run_id = store.create_run(
+        config={}, dataset_hash="d", metric_hash="m", seed=0, engine="gepa", budget={}, versions={}
+    )
+    store.record_items(run_id, [("val", Item(id=n, input={"q": n})) for n in ("q1", "q2")])
+    store.add_candidate(run_id, "s", {"p": "seed"})
+    store.set_seed_candidate(run_id, "s")
+    store.add_candidate(run_id, "b", {"p": f"best {markup}"}, parents=["s"])
+    store.set_best(run_id, "b")
+    for item, seed, best in [("q1", 0.0, 1.0), ("q2", 1.0, 0.0)]:
+        store.record_evaluation(
+            run_id, "s", "val", Result(item_id=item, output="x", score=seed), "m"
+        )
+        out = markup if item == "q1" else "y"
+        store.record_evaluation(
+            run_id, "b", "val", Result(item_id=item, output=out, score=best), "m"
+        )
+    return store, run_id
+
+
+def unescaped(monkeypatch) -> None:
+    """What escaping that failed would give: outputs go onto the page as markup."""
+    from skynet.view import pages
+
+    monkeypatch.setattr(pages, "_pre", lambda value, cls="": f"<pre>{pages._shown(value)}</pre>")
+
+
+def old_policy(html: str) -> str:
+    """The page under the policy before issue 25: inline scripts and handlers allowed."""
+    return re.sub(r"script-src '(nonce|sha256)-[^']+'", "script-src 'unsafe-inline'", html)
+
+
+def open_and_wait(chromium: Browser, url: str, listener: Listener, *, token: str = "") -> Page:
+    context = chromium.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    page.goto(url)
+    try:
+        page.click('nav a[href="#items"]', timeout=2000)  # the output's page, shown
+    except Exception:  # noqa: BLE001 — the page navigated away (the control)
+        pass
+    deadline = time.monotonic() + 3
+    while not listener.paths and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return page
+
+
+@pytest.mark.parametrize("kind", sorted(PAYLOADS))
+def test_injected_markup_in_the_file_is_refused_by_its_policy(
+    chromium, listener, tmp_path, monkeypatch, kind
+):
+    from skynet.runs import summarize
+    from skynet.view.pages import render_document
+
+    markup = PAYLOADS[kind].format(origin=listener.origin)
+    store, run_id = hostile_store(tmp_path, markup)
+    unescaped(monkeypatch)
+    html = render_document(store, summarize(store, run_id))
+    store.close()
+    assert markup in html  # escaping is off: the markup is on the page
+    assert "'unsafe-inline'" not in re.search(r"script-src [^;\"]+", html).group(0)
+
+    control = tmp_path / "old.html"
+    control.write_text(old_policy(html))
+    open_and_wait(chromium, control.as_uri(), listener).context.close()
+    assert f"/{kind}" in listener.paths, "control: the old policy let the markup run"
+
+    listener.paths.clear()
+    defended = tmp_path / "new.html"
+    defended.write_text(html)
+    page = open_and_wait(chromium, defended.as_uri(), listener)
+    try:
+        assert listener.paths == []
+        assert page.url == defended.as_uri() + "#items"
+        # The page's own script still runs: the tab shows, a filter filters.
+        assert page.locator("section.page#items").is_visible()
+        page.click("button[data-filter=fixed]")
+        assert page.locator("#item-table").get_attribute("data-show") == "fixed"
+    finally:
+        page.context.close()
+
+
+@pytest.mark.parametrize("kind", sorted(PAYLOADS))
+def test_injected_markup_in_the_viewer_is_refused_by_its_policy(
+    chromium, listener, tmp_path, monkeypatch, kind
+):
+    import io
+
+    from skynet.view import pages
+    from skynet.view.server import Viewer, serve
+
+    markup = PAYLOADS[kind].format(origin=listener.origin)
+    store, run_id = hostile_store(tmp_path, markup)
+    unescaped(monkeypatch)
+    out = io.StringIO()
+    server = serve(Viewer(store), port=0, out=out)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    found = re.match(r"Skynet viewer: (http://127\.0\.0\.1:\d+)/\?token=(\S+)", out.getvalue())
+    origin, token = found.group(1), found.group(2)
+    try:
+        page = open_and_wait(chromium, enter(origin, token, f"/run/{run_id}"), listener)
+        try:
+            assert listener.paths == []
+            assert page.url == f"{origin}/run/{run_id}#items"
+            # On the page, as markup, and refused.
+            assert page.locator("pre img[onerror]" if kind == "onerror" else "pre script").count()
+            page.click("button[data-filter=broken]")
+            assert page.locator("#item-table").get_attribute("data-show") == "broken"
+            page.click('nav a[href="#cost"]')
+            assert page.locator("section.page#cost").is_visible()
+        finally:
+            page.context.close()
+        # Control: the same served page under the old policy runs the markup.
+        monkeypatch.setattr(pages, "VIEWER_CSP", "script-src 'unsafe-inline'; " + pages.VIEWER_CSP)
+        store.add_candidate(run_id, "late", {"p": "late"})  # a new stamp: drawn again
+        open_and_wait(chromium, enter(origin, token, f"/run/{run_id}"), listener).context.close()
+        assert f"/{kind}" in listener.paths, "control: the old policy let the markup run"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+        store.close()

@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from skynet import sandbox
-from skynet.errors import CandidateFailed, CodeFailed, ConfigError, SandboxFailed, SkynetError
+from skynet.errors import (
+    CandidateFailed,
+    CodeFailed,
+    ConfigError,
+    ModelError,
+    SandboxFailed,
+    SkynetError,
+)
 from skynet.measure import active_meter
 from skynet.sandbox import Limits, ModelProxy
 
@@ -170,7 +177,11 @@ class CodeArtifact:
         meter = active_meter()
         if meter is not None:
             meter.exclude_ns(outcome.total_ns - outcome.run_ns)
+            # Measured by the parent: the item's time is never below the tree's CPU time.
+            meter.add_cpu_ns(outcome.cpu_ns)
         for error in proxy.errors:
+            if isinstance(error, ModelError) and error.refused_request:
+                continue  # what the candidate sent was refused: its own doing, answered as such
             if isinstance(error, SkynetError) and not isinstance(error, CandidateFailed):
                 raise error  # the model (or the budget) failed the candidate, not the reverse
         tail = _tail(outcome.stderr_tail)
@@ -192,14 +203,26 @@ class CodeArtifact:
         context = contextvars.copy_context()
         defaults = {"max_tokens": self.max_tokens, "temperature": self.temperature}
 
+        def capped(params: dict[str, Any]) -> dict[str, Any]:
+            # [artifact] max_tokens caps the candidate as it caps the task role: a call asking
+            # 10**12 would otherwise reserve millions of dollars and end the run. The reply's
+            # finish_reason ("length") tells the candidate where it was cut.
+            asked = {**defaults, **params}
+            cap = asked.get("max_tokens")
+            if (
+                isinstance(cap, (int, float))
+                and not isinstance(cap, bool)
+                and cap > self.max_tokens
+            ):
+                asked["max_tokens"] = self.max_tokens
+            return asked
+
         def call(messages: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
             def inside() -> dict[str, Any]:
                 from skynet.evaluation import current_draw
                 from skynet.models import current
 
-                reply = current().complete(
-                    "task", messages, draw=current_draw(), **{**defaults, **params}
-                )
+                reply = current().complete("task", messages, draw=current_draw(), **capped(params))
                 return {
                     "text": reply.text,
                     "input_tokens": reply.input_tokens,

@@ -7,12 +7,22 @@ Ray's runtime environment (working_dir, without .skynet and .git), so a remote c
 nothing installed but Skynet; a project made in Python travels as the pickled metric and
 artifact. An actor that dies is restarted by Ray and its evaluation retried there (Ray's
 max_task_retries), and the driver records it once.
+
+Ray unpacks the working dir under its temp folder (session_*/runtime_resources/working_dir_files),
+world-readable whatever the project folder's mode, and keeps it after the run. A local Ray that
+Skynet starts therefore gets a temp folder of its own (mode 0700, removed when the run ends); on a
+cluster each actor gives its unpacked copy the project folder's mode (the cluster's own cleanup
+removes it, Skynet cannot).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import socket
+import stat
+import tempfile
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -50,13 +60,15 @@ def ray_host(address: str) -> str:
 class _Actor:
     """The Ray actor: one Worker, loaded once, taking evaluations on Ray's threads."""
 
-    def __init__(self, recipe_bytes: bytes) -> None:
-        import os
-
+    def __init__(self, recipe_bytes: bytes, mode: int | None = None) -> None:
         import cloudpickle
 
         from skynet.executors.worker import Worker
 
+        if mode is not None:
+            # The unpacked project (the actor's cwd) keeps the project folder's permissions:
+            # Ray leaves it readable by every account on the node.
+            os.chmod(os.getcwd(), mode)
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         self.worker = Worker(cloudpickle.loads(recipe_bytes))
 
@@ -94,11 +106,19 @@ class RayExecutor:
 
         self.ray, self.stop_serving, self.say = ray, stop_serving, say
         runtime_env: dict[str, Any] = {"env_vars": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}}
+        mode = None
         if recipe.parts is None:  # a project folder: its files go to the cluster
+            mode = stat.S_IMODE(os.stat(recipe.dir).st_mode) if _PROTECT_COPIES else None
             runtime_env["working_dir"] = str(recipe.dir)
             runtime_env["excludes"] = [".skynet", ".git", "__pycache__"]
             recipe = dataclasses.replace(recipe, working_dir=True)
         self._started_ray = not ray.is_initialized()
+        self._temp_dir: str | None = None
+        if self._started_ray and not address and _PROTECT_COPIES:
+            # Everything a local Ray writes (the unpacked project, the driver's zip of it, its
+            # logs) under a folder only this account can enter (0700), removed by close(). Ray
+            # makes its own temp folder 0777, hence the folder around it.
+            self._temp_dir = tempfile.mkdtemp(prefix="skynet-ray-")
         if address and self._started_ray:
             _reachable(
                 address, stop_serving
@@ -117,9 +137,12 @@ class RayExecutor:
                     include_dashboard=False,
                     log_to_driver=False,
                     configure_logging=False,
+                    _temp_dir=os.path.join(self._temp_dir, "r") if self._temp_dir else None,
                 )
         except (ConnectionError, RuntimeError, ValueError) as exc:
             stop_serving()
+            if self._temp_dir:
+                shutil.rmtree(self._temp_dir, ignore_errors=True)
             where = f"the Ray cluster at {address}" if address else "a local Ray"
             raise ConfigError(
                 f"[engine] ray_address: cannot reach {where}: {exc}; start it (ray start --head) "
@@ -137,7 +160,7 @@ class RayExecutor:
             scheduling_strategy="SPREAD" if address else "DEFAULT",
         )
         payload = cloudpickle.dumps(recipe)
-        self.actors = [actor.remote(payload) for _ in range(workers)]
+        self.actors = [actor.remote(payload, mode) for _ in range(workers)]
         self.in_flight = [0] * workers
         self._lock = threading.Lock()
         try:
@@ -183,7 +206,13 @@ class RayExecutor:
                 pass
         if self._started_ray:
             self.ray.shutdown()
+        if self._temp_dir:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
         self.stop_serving()
+
+
+# Off only in the test that shows what Ray leaves behind without it.
+_PROTECT_COPIES = True
 
 
 def _reachable(address: str, stop_serving: Callable[[], None]) -> None:

@@ -1,11 +1,20 @@
 """Budget reservations: a paid model call holds its worst-case cost before it is sent.
 
-The worst case of a call is its input tokens (counted with litellm's token counter; when that
-fails, an upper bound from the text's UTF-8 size) times the input price, plus its max_tokens times
-the output price. A reservation that would take what is spent plus what calls in flight hold past
-max_cost_usd is refused: the call is not sent and BudgetExhausted is raised. When the reply comes
-back, its reservation becomes its real cost; a call that fails releases it entirely. Reservations
-are taken under one lock, so calls in flight at once cannot jointly pass the limit.
+The worst case of a call is its input tokens times the input price, plus its max_tokens times the
+output price. Its input tokens are taken at an upper bound no tokenizer can pass: one token per
+UTF-8 byte of every message, plus a chat template's overhead per message and per request (the
+larger of that and litellm's count). A provider's tokenizer may count more than litellm's (a
+prompt of 100,000 spaces is 789 tokens to litellm and up to 100,000 to a provider), and the text
+of a request is mostly what a candidate wrote: a reservation must hold whatever it contains.
+
+A reservation that would take what is spent plus what calls in flight hold past max_cost_usd is
+refused: the call is not sent and BudgetExhausted is raised. When the reply comes back, its
+reservation becomes its real cost. A failed attempt that may have reached the provider (a
+time-out, a reply cut off, a connection lost after sending, a 5xx) keeps its reservation as
+spent, since hosted providers bill a request the client abandoned; one the provider refused
+(a 4xx or 429 reply, which reports no usage) or that never left (connection refused) releases
+it. Each retry reserves again (a Hold). Reservations are taken under one lock, so calls in
+flight at once cannot jointly pass the limit.
 
 Under a money budget, a priced call that names no max_tokens is sent with DEFAULT_MAX_TOKENS, so
 that its worst case is a real bound and not a guess.
@@ -18,7 +27,7 @@ import contextvars
 import itertools
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,15 +37,20 @@ from skynet.models.pricing import Price
 __all__ = [
     "DEFAULT_MAX_TOKENS",
     "Budget",
+    "Hold",
     "Reservation",
     "count_input_tokens",
     "count_text_tokens",
+    "input_token_bound",
     "refusals",
+    "worst_input_tokens",
 ]
 
 DEFAULT_MAX_TOKENS = 4096
 # Per message, on top of its text: the role and the separators of the chat template.
 _MESSAGE_OVERHEAD = 8
+# Per request, on top of its messages: the template's opening of the reply and any preamble.
+_REQUEST_OVERHEAD = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,9 +157,78 @@ class Budget:
             self._spent += held if cost_usd is None else max(0.0, cost_usd)
 
     def release(self, reservation: Reservation) -> None:
-        """The call failed: it holds nothing any more."""
+        """The call was not sent, or the provider refused it unbilled: it holds nothing more."""
         with self._lock:
             self._held.pop(reservation.id, None)
+
+
+class Hold:
+    """The reservations of one call's attempts: each attempt holds its own worst case.
+
+    A retry reserves again (a refusal then ends the call cleanly, with BudgetExhausted). A failed
+    attempt the provider may have billed keeps its reservation as spent, and `kept_usd` says how
+    much: an upper bound of what those attempts cost, never 0.
+
+    Args:
+        budget: the budget to hold against.
+        reserve: takes one attempt's reservation (None without a money budget); may raise
+            BudgetExhausted.
+    """
+
+    def __init__(self, budget: Budget, reserve: Callable[[], Reservation | None]) -> None:
+        self._budget = budget
+        self._reserve = reserve
+        self._current: Reservation | None = None
+        self.kept_usd = 0.0
+        self.kept_attempts = 0
+        self.failed_ns = 0  # time the failed attempts took
+        self.last_error: BaseException | None = None
+
+    def take(self) -> None:
+        """Hold the next attempt's worst case (a no-op while one is held).
+
+        Raises:
+            BudgetExhausted: the attempt would pass max_cost_usd; it must not be sent.
+        """
+        if self._current is None:
+            self._current = self._reserve()
+
+    def fail(self, exc: BaseException, *, billed: bool, elapsed_ns: int = 0) -> None:
+        """The attempt failed with `exc` after `elapsed_ns`: keep its reservation as spent when
+        the provider may have billed it (`billed`), else release it."""
+        held, self._current = self._current, None
+        self.last_error = exc
+        self.failed_ns += max(0, elapsed_ns)
+        if held is None:
+            return
+        if billed:
+            self._budget.settle(held, None)  # an unknown cost counts as the whole reservation
+            self.kept_usd += held.usd
+            self.kept_attempts += 1
+        else:
+            self._budget.release(held)
+
+    def settle(self, cost_usd: float | None) -> None:
+        """The attempt's reply came back: its reservation becomes `cost_usd` (None: all of it)."""
+        held, self._current = self._current, None
+        if held is not None:
+            self._budget.settle(held, cost_usd)
+
+    def release(self) -> None:
+        """The attempt was never sent (or nothing can tell): release what it holds."""
+        held, self._current = self._current, None
+        if held is not None:
+            self._budget.release(held)
+
+    @property
+    def kept_note(self) -> str:
+        """What the failed attempts were counted at, for the ledger ("" when nothing was kept)."""
+        if not self.kept_attempts:
+            return ""
+        return (
+            f"cost at most ${self.kept_usd:.4f}, the reservation of {self.kept_attempts} "
+            "attempt(s) kept: a provider may bill a request that failed after it was sent"
+        )
 
 
 def worst_case_usd(price: Price, input_tokens: int, max_tokens: int) -> float:
@@ -162,6 +245,40 @@ def _text_of(content: Any) -> str:
 def _utf8_size(text: str) -> int:
     # A byte-level tokenizer makes at most one token per byte; lone surrogates count too.
     return len(text.encode("utf-8", "surrogatepass"))
+
+
+def input_token_bound(messages: Sequence[dict[str, Any]], tools: Any = None) -> int:
+    """The most input tokens any tokenizer can make of a chat request of text.
+
+    A token covers at least one byte (byte-level BPE, SentencePiece with byte fallback), so a
+    message's text is at most its UTF-8 size in tokens; a chat template adds a few special tokens
+    per message and per request. Holds for text only: an image part is billed by its size in
+    pixels, not by the bytes of its URL.
+    """
+    total = _REQUEST_OVERHEAD
+    for message in messages:
+        total += _MESSAGE_OVERHEAD
+        for value in message.values():
+            total += _utf8_size(_text_of(value))
+    if tools:
+        total += _utf8_size(_text_of(tools))
+    return total
+
+
+def worst_input_tokens(
+    model: str, messages: Sequence[dict[str, Any]], tools: Any = None
+) -> tuple[int, str]:
+    """The input tokens a reservation holds: (count, how it was reached, for a message).
+
+    The larger of litellm's count and input_token_bound(): the request's text is mostly what a
+    candidate wrote, and a provider's tokenizer may count it at many times litellm's figure.
+    """
+    counted, by_litellm = count_input_tokens(model, messages, tools)
+    bound = input_token_bound(messages, tools)
+    if counted >= bound:
+        how = "counted" if by_litellm else "at most"
+        return counted, f"{how} {counted:,} input tokens"
+    return bound, f"at most {bound:,} input tokens (its UTF-8 size; litellm counts {counted:,})"
 
 
 def count_input_tokens(
@@ -184,26 +301,22 @@ def count_input_tokens(
             return int(litellm.token_counter(**kwargs)), True
         except Exception:  # noqa: BLE001 — any counting failure falls back to the upper bound
             pass
-    total = 0
-    for message in messages:
-        total += _MESSAGE_OVERHEAD
-        for value in message.values():
-            total += _utf8_size(_text_of(value))
-    if tools:
-        total += _utf8_size(_text_of(tools))
-    return total, False
+    return input_token_bound(messages, tools), False
 
 
 def count_text_tokens(model: str, texts: Sequence[str]) -> int:
-    """The input tokens of an embedding request (litellm's count, else the UTF-8 bound)."""
+    """The input tokens of an embedding request, at most: per text the larger of litellm's
+    count and its UTF-8 size (texts to embed are often a candidate's output; see
+    input_token_bound)."""
     total = 0
     for text in texts:
+        bound = _utf8_size(text) + 1
         try:
             from skynet.models._litellm import litellm
 
-            total += int(litellm.token_counter(model=model, text=text))
+            total += max(bound, int(litellm.token_counter(model=model, text=text)))
         except Exception:  # noqa: BLE001 — any counting failure falls back to the upper bound
-            total += _utf8_size(text) + 1
+            total += bound
     return total
 
 

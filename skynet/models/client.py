@@ -2,16 +2,18 @@
 
 The path: cache lookup → budget reservation (worst-case cost; refused past max_cost_usd) →
 governor slot → litellm call with retries (exponential backoff with jitter on 429, 5xx,
-connection errors and time-outs, honouring Retry-After) → cost from the price → the reservation
-settled to it → the role's ledger → the meter of the item being evaluated (task role only) →
-cache store. The ledger comes before the cache: a paid call is recorded before anything that
-could fail.
+connection errors and time-outs, honouring Retry-After; each retry reserves again, and a failed
+attempt the provider may have billed keeps its reservation as spent) → cost from the price →
+the reservation settled to it → the role's ledger (request and reply texts bounded per call and
+per evaluation) → the meter of the item being evaluated (task role only) → cache store. The
+ledger comes before the cache: a paid call is recorded before anything that could fail.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import json
 import math
 import os
@@ -20,27 +22,44 @@ import re
 import sqlite3
 import threading
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter_ns as _clock_ns
 from time import sleep as _sleep
+from time import thread_time_ns as _thread_cpu_ns
 from typing import Any
 
-from skynet.errors import ConfigError, ModelError
+from skynet.errors import (
+    REQUEST_FAULT,
+    SERVICE_FAULT,
+    SETUP_FAULT,
+    BudgetExhausted,
+    ConfigError,
+    ModelError,
+)
 from skynet.measure import CallFigures, active_meter
 from skynet.models.budget import (
     DEFAULT_MAX_TOKENS,
     Budget,
+    Hold,
     Reservation,
-    count_input_tokens,
     count_text_tokens,
     worst_case_usd,
+    worst_input_tokens,
 )
 from skynet.models.cache import CachedCall, CallCache, cache_key
 from skynet.models.flight import KeyLocks, cache_lock_path
 from skynet.models.governor import Governor
-from skynet.models.ledger import ROLES, CallRecord, Ledger
+from skynet.models.ledger import (
+    CALL_TEXT_BYTES,
+    EVALUATION_TEXT_BYTES,
+    ROLES,
+    CallRecord,
+    Ledger,
+    kept_text,
+)
 from skynet.models.local import EMBEDDED_MODEL
 from skynet.models.pricing import Price, lookup_price
 
@@ -216,6 +235,59 @@ def _transient(exc: BaseException) -> bool:
     return status is not None and (status == 429 or status >= 500)
 
 
+def _links(exc: BaseException) -> list[BaseException]:
+    """`exc` and the exceptions it was raised from, outermost first."""
+    links: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and all(link is not seen for seen in links) and len(links) < 32:
+        links.append(link)
+        link = link.__cause__ or link.__context__
+    return links
+
+
+def _may_be_billed(exc: BaseException) -> bool:
+    """Whether a failed attempt may have been billed: True unless the request never reached the
+    provider (the connection was refused or never made) or the provider refused it with a 4xx
+    (429 included), a reply that reports no usage. A time-out, a reply cut off, a connection
+    lost after sending and a 5xx may all be billed: a hosted provider finishes and bills a
+    request its client abandoned."""
+    import httpx
+    from litellm import exceptions as errors
+
+    links = _links(exc)
+    if any(isinstance(link, httpx.ConnectError | httpx.ConnectTimeout) for link in links):
+        return False  # no connection was made: nothing was sent
+    if any(isinstance(link, errors.Timeout | httpx.TimeoutException) for link in links):
+        return True  # litellm calls a time-out a 408; the provider said nothing
+    for link in links:
+        if isinstance(link, httpx.HTTPStatusError):  # the provider's own reply
+            return not 400 <= link.response.status_code < 500
+    status = _status_of(exc)
+    return status is None or not 400 <= status < 500
+
+
+_SETUP_STATUS = (401, 402, 403, 404, 407)  # a key, payment, access right or model name
+
+
+def _fault_of(exc: BaseException) -> str:
+    """Whose fault a failed call was (skynet.errors FAULTS): the service's when a retry could
+    fix it (429, 5xx, connection, time-out); the configuration's for a key, access or model
+    name the provider refused; otherwise the request's own (a 4xx for what it held, or a
+    parameter refused before it was sent): the failure of whoever wrote the request."""
+    if _transient(exc):
+        return SERVICE_FAULT
+    from litellm import exceptions as errors
+
+    if isinstance(exc, (errors.AuthenticationError, errors.PermissionDeniedError)):
+        return SETUP_FAULT
+    status = _status_of(exc)
+    if status in _SETUP_STATUS or (status is None and isinstance(exc, errors.NotFoundError)):
+        return SETUP_FAULT
+    if status is None and isinstance(exc, errors.APIError | errors.APIConnectionError):
+        return SERVICE_FAULT  # the provider failed without saying how: not the request's doing
+    return REQUEST_FAULT
+
+
 class Models:
     """A model session: config, call cache, one governor per model, one ledger per role.
 
@@ -242,6 +314,10 @@ class Models:
         self._listeners: list[Callable[[CallRecord], None]] = []
         self._rng = random.Random(0)
         self._inflight: dict[str, list[Any]] = {}  # key -> [its lock, threads holding or waiting]
+        # The bytes of call text each evaluation in progress (its meter) may still keep.
+        self._evaluation_text: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._call_text_bytes = CALL_TEXT_BYTES
+        self._evaluation_text_bytes = EVALUATION_TEXT_BYTES
         self.budget = budget if budget is not None else Budget(self.config.max_cost_usd)
         cache_path = self.config.cache_path
         if cache_path is None or str(cache_path) == ":memory:":
@@ -314,9 +390,31 @@ class Models:
         self._record(record)
 
     def _record(self, record: CallRecord) -> None:
+        record = self._bounded(record)
         self.ledgers[record.role].add(record)
         for listener in self._listeners:
             listener(record)
+
+    def _bounded(self, record: CallRecord) -> CallRecord:
+        """The record with its request and reply texts bounded: CALL_TEXT_BYTES each, and
+        EVALUATION_TEXT_BYTES for all the calls of the evaluation in progress together (its
+        meter's); past that, a text is kept as its size and sha256 only (ledger.kept_text)."""
+        if not record.prompt and not record.reply:
+            return record
+        meter = active_meter()
+        texts = []
+        for text in (record.prompt, record.reply):
+            size = len(text.encode("utf-8", "surrogatepass")) if len(text) * 4 > 1024 else 0
+            keep = self._call_text_bytes
+            if meter is not None:
+                with self._lock:  # the evaluation's calls may be recorded at once
+                    left = self._evaluation_text.get(meter, self._evaluation_text_bytes)
+                    keep = min(keep, left)
+                    self._evaluation_text[meter] = left - min(size or len(text), keep)
+            texts.append(text if size <= keep and len(text) <= keep else kept_text(text, keep))
+        if texts[0] is record.prompt and texts[1] is record.reply:
+            return record
+        return dataclasses.replace(record, prompt=texts[0], reply=texts[1])
 
     # -- the call path --------------------------------------------------------------------
     def complete(
@@ -379,15 +477,24 @@ class Models:
                 messages=messages,
             )
 
-        reply = cached()
-        if reply is not None:
-            return reply
-        with self._one_call_per_key(key):
-            # A twin request (same key) that was in flight has stored its reply: use it.
+        meter = active_meter()
+        if meter is not None:
+            # The evaluation waits for the calls started under its meter: a call still in
+            # flight when the candidate answered is the item's (and in the ledger) all the same.
+            meter.call_started()
+        try:
             reply = cached()
             if reply is not None:
                 return reply
-            return self._call(role, name, messages, params, key, item_id)
+            with self._one_call_per_key(key):
+                # A twin request (same key) that was in flight has stored its reply: use it.
+                reply = cached()
+                if reply is not None:
+                    return reply
+                return self._call(role, name, messages, params, key, item_id)
+        finally:
+            if meter is not None:
+                meter.call_ended()
 
     @contextlib.contextmanager
     def _one_call_per_key(self, key: str) -> Iterator[None]:
@@ -416,11 +523,16 @@ class Models:
     ) -> Reply:
         """Reserve, call the model (governed, retried), record the call, then cache the reply."""
         prepared = _clock_ns()
+        prepared_cpu = _thread_cpu_ns()
         _prepare(name)  # one-time set-up: not the model's time, so not the item's either
         setup_ns = _clock_ns() - prepared
+        setup_cpu_ns = _thread_cpu_ns() - prepared_cpu  # nor its CPU time (the meter's floor)
         settings = self.settings(name)
         price = self.price(name)
-        reservation = self._reserve_call(role, name, messages, params)
+        # Each attempt reserves its worst case; a failed one the provider may bill keeps it.
+        hold = Hold(self.budget, lambda: self._reserve_call(role, name, messages, params))
+        hold.take()
+        asked = _clock_ns()  # the governor's wait starts here: the meter needs its interval
         try:
             response, attempts, elapsed_ns, waited_s = self._send(
                 role,
@@ -428,18 +540,19 @@ class Models:
                 lambda: self._call_litellm(name, messages, params, settings, price),
                 item_id,
                 prompt=_json(messages),
+                hold=hold,
             )
         except BaseException:
-            if reservation is not None:
-                self.budget.release(reservation)
+            hold.release()  # not sent (or interrupted): what _send did not settle is released
             raise
+        if hold.kept_attempts:
+            self._record_kept(role, name, hold, item_id=item_id, prompt=_json(messages))
         try:
             reply, in_tok, out_tok = _parse(response)
         except Exception as exc:  # noqa: BLE001 — a reply Skynet cannot read is still paid for
             in_tok, out_tok = _usage(response)
             cost = None if price is None else price.cost(in_tok, out_tok)
-            if reservation is not None:
-                self.budget.settle(reservation, cost)
+            hold.settle(cost)
             raise self._failed(
                 role,
                 name,
@@ -452,11 +565,11 @@ class Models:
                 output_tokens=out_tok,
                 cost_usd=cost,
                 prompt=_json(messages),
+                fault=SERVICE_FAULT,  # the reply, not the request, was at fault
             ) from exc
         cost = None if price is None else price.cost(in_tok, out_tok)
-        if reservation is not None:
-            # A reply that reports no tokens is held at its worst case: it was paid for.
-            self.budget.settle(reservation, cost if in_tok or out_tok else None)
+        # A reply that reports no tokens is held at its worst case: it was paid for.
+        hold.settle(cost if in_tok or out_tok else None)
         call = CachedCall(
             reply=reply,
             input_tokens=in_tok,
@@ -473,6 +586,8 @@ class Models:
             attempts=attempts,
             item_id=item_id,
             excluded_ns=setup_ns + int(waited_s * 1e9),
+            waits=((prepared, prepared + setup_ns), (asked, asked + int(waited_s * 1e9))),
+            setup_cpu_ns=setup_cpu_ns,
             messages=messages,
         )
         self._cache_put(key, name, call)
@@ -487,16 +602,61 @@ class Models:
         price = self._budget_price(role, name)
         cap = _caps_output(params) or 0
         if price.input_per_mtok == 0:
-            tokens, counted = 0, True  # nothing to count: the input is free
+            tokens, how = 0, "free input"  # nothing to count: the input is free
         else:
-            tokens, counted = count_input_tokens(name, messages, params.get("tools"))
-        how = "counted" if counted else "at most"
+            # At a bound no tokenizer can pass: the text is mostly what a candidate wrote.
+            tokens, how = worst_input_tokens(name, messages, params.get("tools"))
         return self.budget.reserve(
             worst_case_usd(price, tokens, cap),
             role=role,
             model=name,
-            detail=f"{how} {tokens:,} input tokens and max_tokens {cap:,}",
+            detail=f"{how} and max_tokens {cap:,}",
         )
+
+    def _kept_figures(self, role: str, name: str, hold: Hold | None) -> dict[str, Any]:
+        """_failed()'s figures for a call whose failed attempts kept their reservations (the
+        cost they were counted at, an upper bound, and the note saying so), charged to the
+        item being evaluated; {} when nothing was kept."""
+        if hold is None or not hold.kept_attempts:
+            return {}
+        self._charge_kept(role, name, hold.kept_usd)
+        return {"cost_usd": hold.kept_usd, "note": hold.kept_note}
+
+    def _record_kept(
+        self, role: str, name: str, hold: Hold, *, item_id: str | None, prompt: str
+    ) -> None:
+        """Record the failed attempts of a call that kept their reservations, when the call
+        itself did not end in their failure (a retry succeeded, or the budget refused one): a
+        failed call in the role's ledger at the kept cost, charged to the item."""
+        if not hold.kept_attempts:
+            return
+        exc = hold.last_error or RuntimeError("an attempt failed")
+        self._failed(
+            role,
+            name,
+            exc,
+            f"failed on {hold.kept_attempts} attempt(s) before the last",
+            attempts=hold.kept_attempts,
+            elapsed_ns=hold.failed_ns,
+            item_id=item_id,
+            prompt=prompt,
+            **self._kept_figures(role, name, hold),
+        )
+
+    def _charge_kept(self, role: str, name: str, usd: float) -> None:
+        # The item's candidate started those attempts: what they were counted at is its cost.
+        meter = active_meter()
+        if role == "task" and meter is not None and usd > 0:
+            meter.add_call(
+                CallFigures(
+                    model=name,
+                    elapsed_ns=0,
+                    input_tokens=0,
+                    output_tokens=0,
+                    cost_usd=usd,
+                    cached=False,
+                )
+            )
 
     def _cache_put(self, key: str, name: str, call: CachedCall) -> None:
         """Store a reply; a store that fails loses the cache entry only, never the call."""
@@ -524,8 +684,12 @@ class Models:
         output_tokens: int = 0,
         cost_usd: float | None = None,
         prompt: str = "",
+        fault: str | None = None,
+        note: str = "",
     ) -> ModelError:
-        """Record a failed call in the role's ledger; the ModelError that says why."""
+        """Record a failed call in the role's ledger; the ModelError that says why (and whose
+        fault it was: `fault`, else judged from `exc`). `note` is added to the recorded error
+        (what the failed attempts were counted at)."""
         cause = f"{type(exc).__name__}: {_short(exc)}"
         self._record(
             CallRecord(
@@ -537,7 +701,7 @@ class Models:
                 cost_usd=cost_usd,
                 attempts=attempts,
                 ok=False,
-                error=cause,
+                error=f"{cause}; {note}" if note else cause,
                 item_id=item_id,
                 prompt=prompt,
             )
@@ -546,6 +710,7 @@ class Models:
             f"model '{name}' ({role}){self._endpoint(name)} {why}: {cause}",
             model=name,
             attempts=attempts,
+            fault=fault or _fault_of(exc),
         )
 
     def _endpoint(self, name: str) -> str:
@@ -565,14 +730,21 @@ class Models:
         item_id: str | None,
         *,
         prompt: str = "",
+        hold: Hold | None = None,
     ) -> tuple[Any, int, int, float]:
         """One request in a governor slot, retried on transient failures.
+
+        `hold` (the call's budget reservations) holds the first attempt's already; each retry
+        reserves again, and a failed attempt keeps its reservation when the provider may have
+        billed it (_may_be_billed), else releases it.
 
         Returns:
             (response, attempts, elapsed ns of the last attempt, seconds waited for the slot).
 
         Raises:
             ModelError: the last attempt failed; the failure is recorded in the role's ledger.
+            BudgetExhausted: a retry would pass max_cost_usd; it was not sent, and the attempts
+                before it are recorded at the cost they were kept at.
         """
         gov = self.governor(name)
         attempts = 0
@@ -585,6 +757,8 @@ class Models:
                     return response, attempts, _clock_ns() - started, waited_s
                 except Exception as exc:
                     elapsed_ns = _clock_ns() - started
+                    if hold is not None:
+                        hold.fail(exc, billed=_may_be_billed(exc), elapsed_ns=elapsed_ns)
                     transient = _transient(exc)
                     if not transient or attempts >= self.config.retry.max_attempts:
                         why = (
@@ -601,7 +775,14 @@ class Models:
                             elapsed_ns=elapsed_ns,
                             item_id=item_id,
                             prompt=prompt,
+                            **self._kept_figures(role, name, hold),
                         ) from exc
+                    if hold is not None:
+                        try:
+                            hold.take()  # a retry is a new request: it reserves again
+                        except BudgetExhausted:
+                            self._record_kept(role, name, hold, item_id=item_id, prompt=prompt)
+                            raise
                     _sleep(self.config.retry.delay(attempts - 1, _retry_after(exc), self._rng))
 
     # -- embeddings -----------------------------------------------------------------------
@@ -618,28 +799,39 @@ class Models:
         settings = self.settings(model)
         price = self.price(model)
         item_id = getattr(active_meter(), "item_id", None)
-        reservation: Reservation | None = None
-        if self.budget.limited:
-            price = self._budget_price(role, model)
-            tokens = count_text_tokens(model, texts) if price.input_per_mtok else 0
-            reservation = self.budget.reserve(
-                worst_case_usd(price, tokens, 0),
+
+        def reserve() -> Reservation | None:
+            if not self.budget.limited:
+                return None
+            budget_price = self._budget_price(role, model)
+            tokens = count_text_tokens(model, texts) if budget_price.input_per_mtok else 0
+            return self.budget.reserve(
+                worst_case_usd(budget_price, tokens, 0),
                 role=role,
                 model=model,
-                detail=f"{tokens:,} input tokens in {len(texts)} text(s)",
+                detail=f"at most {tokens:,} input tokens in {len(texts)} text(s)",
             )
+
+        if self.budget.limited:
+            price = self._budget_price(role, model)
+        hold = Hold(self.budget, reserve)
+        hold.take()
         try:
             response, attempts, elapsed_ns, _ = self._send(
-                role, model, lambda: self._embed_litellm(model, texts, settings), item_id
+                role,
+                model,
+                lambda: self._embed_litellm(model, texts, settings),
+                item_id,
+                hold=hold,
             )
         except BaseException:
-            if reservation is not None:
-                self.budget.release(reservation)
+            hold.release()  # not sent (or interrupted): what _send did not settle is released
             raise
+        if hold.kept_attempts:
+            self._record_kept(role, model, hold, item_id=item_id, prompt="")
         in_tok, _ = _usage(response)
         cost = None if price is None else price.cost(in_tok, 0)
-        if reservation is not None:
-            self.budget.settle(reservation, cost if in_tok else None)
+        hold.settle(cost if in_tok else None)
         self._record(
             CallRecord(
                 role=role,
@@ -717,6 +909,8 @@ class Models:
         attempts: int = 1,
         item_id: str | None = None,
         excluded_ns: int = 0,
+        waits: tuple[tuple[int, int], ...] = (),
+        setup_cpu_ns: int = 0,
         messages: list[dict[str, Any]] | None = None,
     ) -> Reply:
         cost_note = "" if call.cost_usd is not None else f"no known price for {model}"
@@ -747,6 +941,8 @@ class Models:
                     cached=cached,
                     lookup_ns=lookup_ns,
                     excluded_ns=excluded_ns,
+                    waits=waits,
+                    setup_cpu_ns=setup_cpu_ns,
                 )
             )
         return Reply(

@@ -2,12 +2,44 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from dataclasses import dataclass
 
-__all__ = ["CallRecord", "Ledger", "LedgerTotals", "ROLES"]
+__all__ = [
+    "CALL_TEXT_BYTES",
+    "EVALUATION_TEXT_BYTES",
+    "CallRecord",
+    "Ledger",
+    "LedgerTotals",
+    "ROLES",
+    "kept_text",
+]
 
 ROLES = ("task", "reflection", "metric")
+
+# What is kept of a call's request and of its reply (each), and of all the calls of one
+# evaluation together: a candidate may send what it likes, and every byte kept is kept in
+# memory and in runs.db for the life of the run. Past these, the rest is kept as its size and
+# sha256 only. 256 KiB holds any reflection prompt Skynet writes (its fields are cut to
+# [engine] max_side_info_chars) and a 64k-token request in full.
+CALL_TEXT_BYTES = 256 << 10
+EVALUATION_TEXT_BYTES = 1 << 20
+
+
+def kept_text(text: str, keep: int) -> str:
+    """`text` with at most `keep` bytes of it kept (UTF-8), the rest said by its size and hash:
+    "…[cut: 3,912,004 more bytes, sha256 9f86d0…]" (keep 0: the hash note only)."""
+    if len(text) * 4 <= keep:  # a character is at most 4 bytes: nothing to cut
+        return text
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= keep:
+        return text
+    head = data[: max(0, keep)].decode("utf-8", "ignore")  # a split character is dropped
+    digest = hashlib.sha256(data).hexdigest()
+    more = len(data) - len(head.encode("utf-8", "surrogatepass"))
+    said = "more bytes" if head else "bytes"
+    return f"{head}…[cut: {more:,} {said}, sha256 {digest}]"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,7 +63,9 @@ class CallRecord:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LedgerTotals:
-    """Sums over a ledger. cost_usd adds the priced calls; unpriced_calls counts the others."""
+    """Sums over a ledger. cost_usd adds the priced calls, failed ones included (a failed call
+    that may have been billed is counted at its kept reservation: failed_cost_usd, an upper
+    bound); unpriced_calls counts the calls with no known price."""
 
     calls: int
     failed_calls: int
@@ -41,16 +75,22 @@ class LedgerTotals:
     cost_usd: float
     unpriced_calls: int
     elapsed_ms: float
+    failed_cost_usd: float = 0.0
 
     @property
     def cost_text(self) -> str:
         """The cost as a user reads it: "$0.0123", "$0.0123 + 2 unpriced", or "unpriced" when
-        no call had a known price (an unknown cost is never shown as $0)."""
+        no call had a known price (an unknown cost is never shown as $0); "(failed calls: at
+        most $0.0040)" when failed calls are counted in it."""
         priced = self.calls - self.failed_calls - self.unpriced_calls
-        if self.unpriced_calls and priced <= 0:
+        if self.unpriced_calls and priced <= 0 and not self.failed_cost_usd:
             return "unpriced"
         text = f"${self.cost_usd:.4f}"
-        return f"{text} + {self.unpriced_calls} unpriced" if self.unpriced_calls else text
+        if self.unpriced_calls:
+            text += f" + {self.unpriced_calls} unpriced"
+        if self.failed_cost_usd:
+            text += f" (failed calls: at most ${self.failed_cost_usd:.4f})"
+        return text
 
 
 class Ledger:
@@ -80,7 +120,9 @@ class Ledger:
             # A cached call is not sent or paid again: it adds no tokens and no spend.
             input_tokens=sum(c.input_tokens for c in ok if not c.cached),
             output_tokens=sum(c.output_tokens for c in ok if not c.cached),
-            cost_usd=sum(c.cost_usd for c in ok if c.cost_usd is not None and not c.cached),
+            # A failed call counts too: one that may have been billed keeps its reservation.
+            cost_usd=sum(c.cost_usd for c in calls if c.cost_usd is not None and not c.cached),
             unpriced_calls=sum(c.cost_usd is None for c in ok),
             elapsed_ms=sum(c.elapsed_ms for c in calls),
+            failed_cost_usd=sum(c.cost_usd for c in calls if not c.ok and c.cost_usd is not None),
         )

@@ -11,10 +11,13 @@ terminal through skynet.terminal.printable: control characters are escaped.
 
 from __future__ import annotations
 
+import base64
 import difflib
+import hashlib
 import html
 import json
 import math
+import secrets
 from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
@@ -24,7 +27,7 @@ from typing import Any
 
 from skynet.contract import STDOUT_KEY
 from skynet.evaluation import CANDIDATE_ERROR
-from skynet.mean import Mean, beside, mean_of
+from skynet.mean import Mean, Paired, beside, mean_of, paired
 from skynet.models.ledger import LedgerTotals
 from skynet.packages import ReportSection, ReportView
 from skynet.runs.store import EVALUATION, CandidateRow, EvaluationRow, RunRow, RunStore
@@ -122,6 +125,8 @@ class RunSummary:
             raw and PPI-corrected accuracy.
         printed: the counted evaluations whose score() printed (kept off stdout, in each one's
             extra["metric_stdout"]), as (item id, what it printed), in recording order.
+        paired: split -> the seed and the best compared on the items both have a counted
+            score (skynet.mean.paired): the change the report shows.
     """
 
     run: RunRow
@@ -145,6 +150,7 @@ class RunSummary:
     outdated: int = 0
     repeats: tuple[ItemRepeats, ...] = ()
     printed: tuple[tuple[str, str], ...] = ()
+    paired: dict[str, Paired] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -409,7 +415,27 @@ def summarize(
         printed=tuple(
             (e.item_id, str(e.extra[STDOUT_KEY])) for e in evals if e.extra.get(STDOUT_KEY)
         ),
+        paired={
+            split: _paired(evals, seed, best, ref)
+            for split, ref in ((VAL, val_ref), (TEST, test_ref))
+            if seed is not None and best is not None and ref
+        },
     )
+
+
+def _paired(
+    evals: list[EvaluationRow], a: CandidateSummary, b: CandidateSummary, reference: set[str]
+) -> Paired:
+    """a and b on a split's reference items, compared on those both have counted."""
+
+    def outcomes(cid: str) -> dict[str, tuple[float | None, str | None, bool]]:
+        return {
+            e.item_id: (e.score, e.error_kind, e.error is None)
+            for e in evals
+            if e.candidate_id == cid and e.item_id in reference
+        }
+
+    return paired(outcomes(a.id), outcomes(b.id))
 
 
 def known_in_order(candidates: list[CandidateSummary]) -> list[CandidateSummary]:
@@ -459,12 +485,21 @@ def _delta(a: float | None, b: float | None) -> str:
     return "" if a is None or b is None else f"{b - a:+.3f}"
 
 
+def _change(s: RunSummary, split: str, a: float | None, b: float | None) -> str:
+    """The best's change over the seed on a split: on the items both have counted, so an item
+    left out for one (a fault, not an answer) is left out for both."""
+    if a is None or b is None:
+        return ""
+    pair = s.paired.get(split)
+    if pair is None or pair.change is None:
+        return _delta(a, b)
+    items = s.val_items if split == VAL else s.test_items
+    shared = "" if pair.n == items else f" (on the {pair.n} items both counted)"
+    return f"{pair.change:+.3f}{shared}"
+
+
 def _usd(t: LedgerTotals) -> str:
-    priced = t.calls - t.failed_calls - t.unpriced_calls
-    if t.unpriced_calls and priced <= 0:
-        return "unpriced"
-    text = f"${t.cost_usd:.4f}"
-    return f"{text} + {t.unpriced_calls} unpriced" if t.unpriced_calls else text
+    return t.cost_text
 
 
 def _duration(seconds: float | None) -> str:
@@ -488,6 +523,7 @@ def _total(cost: dict[str, LedgerTotals]) -> LedgerTotals:
         cost_usd=sum(t.cost_usd for t in values),
         unpriced_calls=sum(t.unpriced_calls for t in values),
         elapsed_ms=sum(t.elapsed_ms for t in values),
+        failed_cost_usd=sum(t.failed_cost_usd for t in values),
     )
 
 
@@ -548,8 +584,8 @@ def _score_rows(s: RunSummary) -> list[list[str]]:
             [
                 "change",
                 "",
-                _delta(s.seed.val_score, s.best.val_score),
-                _delta(s.seed.test_score, s.best.test_score),
+                _change(s, VAL, s.seed.val_score, s.best.val_score),
+                _change(s, TEST, s.seed.test_score, s.best.test_score),
             ]
         )
     return rows
@@ -939,15 +975,41 @@ def overview_html(summary: RunSummary) -> list[str]:
 
 
 # Nothing on a page may fetch anything: a saved report is read offline, and a candidate's text
-# that slipped through escaping could not call out either.
-CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+# that slipped through escaping could not call out either. No script runs but the page's own:
+# page() adds script-src with the one script's nonce or hash, never 'unsafe-inline', so injected
+# <script> and inline handlers (onerror=, onclick=) are refused by the browser.
+CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
+    "form-action 'none'"
+)
 
 
 def page(
-    title: str, body: list[str], *, css: str = "", script: str = "", csp: str = CSP, attrs: str = ""
+    title: str,
+    body: list[str],
+    *,
+    css: str = "",
+    script: str = "",
+    csp: str = CSP,
+    attrs: str = "",
+    nonce: bool = False,
 ) -> str:
-    """A whole HTML document: inline style and script, nothing fetched."""
-    js = f"<script>{script}</script>" if script else ""
+    """A whole HTML document: inline style and script, nothing fetched.
+
+    Args:
+        csp: the Content-Security-Policy without script-src; page() adds the script's.
+        nonce: a served page (the viewer): its script is allowed by a fresh random nonce, drawn
+            for this rendering. Otherwise (a file, the same bytes each time) by its sha256.
+    """
+    js = ""
+    if script:
+        if nonce:
+            token = secrets.token_urlsafe(18)
+            allowed, js = f"'nonce-{token}'", f'<script nonce="{token}">{script}</script>'
+        else:
+            digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+            allowed, js = f"'sha256-{digest}'", f"<script>{script}</script>"
+        csp = f"{csp}; script-src {allowed}"
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{csp}">'

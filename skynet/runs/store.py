@@ -29,7 +29,7 @@ from typing import Any
 from skynet.errors import ConfigError
 from skynet.evaluation import Result
 from skynet.measure import Observation
-from skynet.models.ledger import ROLES, CallRecord, LedgerTotals
+from skynet.models.ledger import CALL_TEXT_BYTES, ROLES, CallRecord, LedgerTotals, kept_text
 from skynet.storage import folder_error, is_fault, storage_error
 
 __all__ = [
@@ -904,7 +904,8 @@ class RunStore:
     # -- model calls ----------------------------------------------------------------------------
 
     def record_call(self, run_id: str, record: CallRecord) -> None:
-        """Record one model call (any role) of a run."""
+        """Record one model call (any role) of a run; its request and reply texts are kept up
+        to CALL_TEXT_BYTES each, the rest as their size and sha256."""
         try:
             with self._transaction() as db:
                 db.execute(
@@ -927,8 +928,10 @@ class RunStore:
                         record.error,
                         record.item_id,
                         _now(),
-                        _text(record.prompt) or "",
-                        _text(record.reply) or "",
+                        # Bounded here too, whatever made the record (skynet.models bounds
+                        # each evaluation's texts together before they get here).
+                        _text(kept_text(record.prompt, CALL_TEXT_BYTES)) or "",
+                        _text(kept_text(record.reply, CALL_TEXT_BYTES)) or "",
                         run_id,
                     ),
                 )
@@ -1035,8 +1038,9 @@ class RunStore:
         """Totals of the run's model calls per role, the same sums a live Ledger makes.
 
         task, reflection and metric are always present. Tokens and cost_usd add the calls that
-        were not served from the cache (a replay pays nothing and sends nothing); unpriced_calls
-        counts the calls with no known price.
+        were not served from the cache (a replay pays nothing and sends nothing); cost_usd counts
+        failed calls too, at what they were counted at (failed_cost_usd: a kept reservation, an
+        upper bound); unpriced_calls counts the calls with no known price.
         """
         rows = self._query(
             """
@@ -1048,10 +1052,12 @@ class RunStore:
                     AS input_tokens,
                 SUM(CASE WHEN ok = 1 AND cached = 0 THEN output_tokens ELSE 0 END)
                     AS output_tokens,
-                SUM(CASE WHEN ok = 1 AND cached = 0 AND cost_usd IS NOT NULL
+                SUM(CASE WHEN cached = 0 AND cost_usd IS NOT NULL
                     THEN cost_usd ELSE 0 END) AS cost_usd,
                 SUM(ok = 1 AND cost_usd IS NULL) AS unpriced_calls,
-                SUM(elapsed_ms) AS elapsed_ms
+                SUM(elapsed_ms) AS elapsed_ms,
+                SUM(CASE WHEN ok = 0 AND cost_usd IS NOT NULL
+                    THEN cost_usd ELSE 0 END) AS failed_cost_usd
             FROM calls WHERE run_id = ? GROUP BY role
             """,
             (run_id,),
@@ -1077,6 +1083,7 @@ class RunStore:
                 cost_usd=float(r["cost_usd"]),
                 unpriced_calls=int(r["unpriced_calls"]),
                 elapsed_ms=float(r["elapsed_ms"]),
+                failed_cost_usd=float(r["failed_cost_usd"]),
             )
         return totals
 

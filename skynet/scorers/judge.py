@@ -46,6 +46,7 @@ from skynet.errors import (
     JudgeUnvalidated,
     ModelError,
 )
+from skynet.fence import fence
 from skynet.models.governor import Governor
 from skynet.models.ledger import CallRecord, Ledger
 from skynet.scorers.base import Reply, Verdict
@@ -97,7 +98,7 @@ OUTCOMES = (RIGHT, WRONG, JUDGE_UNRESOLVED, JUDGE_FAILED, NO_ANSWER, FAILED)
 
 # The judge prompt's wording is part of every verdict: a change to it changes this version, and
 # so every config_hash, so old validation records no longer accept the judge.
-_PROTOCOL = 1
+_PROTOCOL = 2  # 2: the output in a fence it cannot close (skynet.fence)
 _RECORD_FORMAT = "skynet-judge-validation"
 _RECORD_VERSION = 1
 
@@ -232,14 +233,18 @@ def _messages(
     config: JudgeConfig, item: Item, text: str, answers: Sequence[str], order: str
 ) -> list[dict[str, Any]]:
     grades = ", ".join(config.grades)
+    # The output is the candidate's: it sits in a fence no text can close (skynet.fence), and
+    # the judge is told it is data. The fence depends on the text only, so the prompt, and the
+    # cache key, of the same output judged twice stay the same.
+    fenced = fence(text, "OUTPUT")
     system = (
         f"{config.instructions.strip()}\n\n"
         "You grade an output against the reference answer(s); an output that matches any one "
-        f"reference is right. End your reply with one line `GRADE: <grade>`, where <grade> is "
-        f"one of: {grades}. `{config.positive}` means the output is right."
+        f"reference is right. {fenced.note()} End your reply with one line `GRADE: <grade>`, "
+        f"where <grade> is one of: {grades}. `{config.positive}` means the output is right."
     )
     reference = "Reference answer(s):\n" + "\n".join(f"- {a}" for a in answers)
-    output = f"Output to grade:\n<<<\n{text}\n>>>"
+    output = f"Output to grade:\n{fenced.block()}"
     parts = [reference, output] if order == "reference-first" else [output, reference]
     if item.input:
         shown = json.dumps(item.input, ensure_ascii=False, sort_keys=True, default=str)

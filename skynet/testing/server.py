@@ -11,6 +11,8 @@ the next scripted step (a reply with usage, an error status with Retry-After, a 
 It can bill like a real server: after `server.bill(input_per_mtok=1.0, output_per_mtok=2.0)`,
 `server.billed_usd` is what the tokens it reported cost, and (as a real server does) it reports
 no more completion tokens than a request's max_tokens; a test can hold Skynet's figures to it.
+A request the client abandoned (a hang() it timed out on) is billed too, at its prompt and its
+max_tokens, as a hosted provider bills a request it finished for nobody.
 """
 
 from __future__ import annotations
@@ -251,6 +253,15 @@ class ScriptedServer:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
                 step = server._next(body)
+                if step.kind == "hang" and server.billing:
+                    # A hosted provider finishes a request its client abandons, and bills it:
+                    # the prompt and up to max_tokens of reply (billed as it arrives, so a test
+                    # reads the bill as soon as the client gave up).
+                    cap = body.get("max_tokens") or body.get("max_completion_tokens")
+                    server._charge(
+                        server.count_tokens(_prompt_text(body.get("messages") or [])),
+                        cap if isinstance(cap, int) and cap > 0 else 0,
+                    )
                 if step.latency_s:
                     server._closing.wait(step.latency_s)
                 if step.kind == "hang":

@@ -260,4 +260,5 @@ def render_compare_html(c: RunComparison, *, live: bool = False) -> str:
         css=PAGE_CSS,
         script=SCRIPT,
         csp=VIEWER_CSP if live else CSP,
+        nonce=live,
     )

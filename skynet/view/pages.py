@@ -671,9 +671,10 @@ if(stamp){setInterval(function(){
 })();
 """
 
+# A served page's policy; page() adds script-src with a fresh nonce per rendering.
 VIEWER_CSP = (
-    "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
-    "img-src data:; connect-src 'self'; form-action 'self'"
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; connect-src 'self'; "
+    "form-action 'self'; base-uri 'none'"
 )
 
 
@@ -734,4 +735,5 @@ def render_document(
         script=SCRIPT,
         csp=VIEWER_CSP if live else CSP,
         attrs=attrs,
+        nonce=live,
     )

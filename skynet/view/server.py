@@ -9,22 +9,28 @@ Pages (GET only):
 
 A page of a running run reloads itself when its stamp changes. The server answers only
 requests addressed to the loopback host (a page elsewhere cannot rebind a name to it and read the
-runs), and is the standard library's ThreadingHTTPServer: one thread per request, each reading
-the store under its lock.
+runs), and only requests that carry this start's secret: the URL it prints ends in ?token=SECRET,
+which sets a cookie (HttpOnly, SameSite=Strict, named for the port) and redirects to the page
+without it, as Jupyter does. Another local account can reach 127.0.0.1 but not the secret, and is
+answered 403 on every route. It is the standard library's ThreadingHTTPServer: one thread per
+request, each reading the store under its lock.
 """
 
 from __future__ import annotations
 
+import hmac
 import re
+import secrets
 import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from http import HTTPStatus
+from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import IO
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlencode, urlsplit
 
 from skynet.errors import ConfigError
 from skynet.runs.report import RunSummary, _h, page, summarize
@@ -152,7 +158,7 @@ class Viewer:
             )
         if not runs:
             body.append("<p>No runs recorded yet; skynet run starts one.</p>")
-        return page("Skynet runs", body, css=PAGE_CSS, script=SCRIPT, csp=VIEWER_CSP)
+        return page("Skynet runs", body, css=PAGE_CSS, script=SCRIPT, csp=VIEWER_CSP, nonce=True)
 
 
 def _html(text: str) -> tuple[int, str, str]:
@@ -168,7 +174,29 @@ def _redirect(location: str) -> tuple[int, str, str]:
     return HTTPStatus.SEE_OTHER, f"redirect:{location}", ""
 
 
-def _handler(viewer: Viewer, log: Callable[[str], None]) -> type[BaseHTTPRequestHandler]:
+def _forbidden() -> tuple[int, str, str]:
+    body = page(
+        "Skynet viewer: open its URL",
+        [
+            "<h1>Open the URL skynet view printed</h1>",
+            "<p>This viewer shows its runs only to whoever started it: open the address "
+            "<code>skynet view</code> printed when it started (it ends in "
+            "<code>?token=…</code>). A viewer started again prints a new one.</p>",
+        ],
+    )
+    return HTTPStatus.FORBIDDEN, "text/html; charset=utf-8", body
+
+
+# Sent with every answer: no page of the viewer may be framed by another (a local account's page
+# on another port is the same site), and an answer that is not a whole page (a call's text, a
+# stamp) runs nothing if opened on its own.
+_HEADER_CSP = "frame-ancestors 'none'; base-uri 'none'"
+_FRAGMENT_CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"
+
+
+def _handler(
+    viewer: Viewer, log: Callable[[str], None], token: str
+) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "skynet-view"
 
@@ -176,6 +204,27 @@ def _handler(viewer: Viewer, log: Callable[[str], None]) -> type[BaseHTTPRequest
             host = re.sub(r":\d+$", "", self.headers.get("Host", ""))
             if host not in _LOCAL_HOSTS:
                 self._send(HTTPStatus.FORBIDDEN, "text/plain; charset=utf-8", "loopback only\n")
+                return
+            cookie = f"skynet-view-{self.connection.getsockname()[1]}"  # the viewer's port
+            parts = urlsplit(self.path)
+            query = parse_qsl(parts.query, keep_blank_values=True)
+            given = [v for k, v in query if k == "token"]
+            if given:
+                # The printed URL: set the cookie, then the same page without the secret (out of
+                # the address bar and the history). A wrong secret sets nothing.
+                if not _same(given[-1], token):
+                    self._send(*_forbidden())
+                    return
+                rest = urlencode([(k, v) for k, v in query if k != "token"])
+                # "/" + the path without its leading slashes: never "//host", another site.
+                location = "/" + parts.path.lstrip("/") + (f"?{rest}" if rest else "")
+                self._send(
+                    *_redirect(location),
+                    cookie=f"{cookie}={token}; Path=/; HttpOnly; SameSite=Strict",
+                )
+                return
+            if not _same(_cookie(self.headers.get("Cookie", ""), cookie), token):
+                self._send(*_forbidden())
                 return
             try:
                 status, kind, body = viewer.respond(self.path)
@@ -185,12 +234,16 @@ def _handler(viewer: Viewer, log: Callable[[str], None]) -> type[BaseHTTPRequest
                 status = HTTPStatus.INTERNAL_SERVER_ERROR
             self._send(status, kind, body)
 
-        def _send(self, status: int, kind: str, body: str) -> None:
+        def _send(self, status: int, kind: str, body: str, *, cookie: str = "") -> None:
             data = body.encode("utf-8", "replace")
             self.send_response(status)
             if kind.startswith("redirect:"):
                 self.send_header("Location", kind.removeprefix("redirect:"))
                 kind = "text/plain; charset=utf-8"
+            if cookie:
+                self.send_header("Set-Cookie", cookie)
+            whole = body.startswith("<!DOCTYPE html>")  # its own policy, with its script's nonce
+            self.send_header("Content-Security-Policy", _HEADER_CSP if whole else _FRAGMENT_CSP)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(data)))
             self.send_header("Cache-Control", "no-store")
@@ -207,33 +260,52 @@ def _handler(viewer: Viewer, log: Callable[[str], None]) -> type[BaseHTTPRequest
     return Handler
 
 
+def _same(given: str | None, token: str) -> bool:
+    return given is not None and hmac.compare_digest(given.encode(), token.encode())
+
+
+def _cookie(header: str, name: str) -> str | None:
+    jar: SimpleCookie = SimpleCookie()
+    try:
+        jar.load(header)
+    except CookieError:
+        return None
+    morsel = jar.get(name)
+    return morsel.value if morsel is not None else None
+
+
 def serve(
     viewer: Viewer,
     *,
     port: int = DEFAULT_PORT,
     first: str = "/",
     out: IO[str] | None = None,
+    token: str | None = None,
 ) -> ThreadingHTTPServer:
     """Start serving on 127.0.0.1:`port` (0: any free port) and return the server; the caller
     runs `serve_forever()` and, at the end, `server_close()`.
+
+    The URL it prints carries `token` (default: a fresh random secret for this start); every
+    request without it, or without the cookie it sets, is answered 403.
 
     Raises:
         ConfigError: the port is not one (0 to 65535), is taken or cannot be bound.
     """
     out = out or sys.stdout
+    token = token or secrets.token_urlsafe(32)
     if not 0 <= port <= 65535:
         raise ConfigError(
             f"--port {port} is not a port; give one from 1 to 65535, or 0 for any free one"
         )
     try:
-        server = ThreadingHTTPServer(("127.0.0.1", port), _handler(viewer, _say(sys.stderr)))
+        server = ThreadingHTTPServer(("127.0.0.1", port), _handler(viewer, _say(sys.stderr), token))
     except OSError as exc:
         raise ConfigError(
             f"skynet view cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}); "
             "pick another port with --port N (0: any free one)"
         ) from exc
     server.daemon_threads = True
-    url = f"http://127.0.0.1:{server.server_address[1]}{first}"
+    url = f"http://127.0.0.1:{server.server_address[1]}{first}?token={token}"
     print(f"Skynet viewer: {url}  (Ctrl-C stops it)", file=out, flush=True)
     return server
 

@@ -113,10 +113,15 @@ def test_a_failed_model_call_is_the_models_fault_not_the_candidates(tmp_path):
         "    except ModelCallFailed as exc:\n        return 'swallowed: ' + str(exc)\n"
     )
     with ScriptedServer() as server:
-        server.script(fail(400))
+        # A 503 is the service's fault: the item is the model's, even though the candidate
+        # swallowed the failure. A 400 is a refusal of what it sent: its own answer stands.
+        server.script(fail(503), fail(400))
         models = server.models(tmp_path, max_attempts=1)
         with using(models), metering("i1"), pytest.raises(ModelError):
             CodeArtifact(source=source).run({"code": source}, {})
+        with using(models), metering("i2"):
+            got = CodeArtifact(source=source).run({"code": source}, {})
+        assert got.startswith("swallowed: ")
 
 
 def test_model_calls_per_evaluation_are_limited(tmp_path):

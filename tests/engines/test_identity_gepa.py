@@ -21,6 +21,7 @@ from gepa.optimize_anything import EngineConfig, GEPAConfig, ReflectionConfig, o
 from projects import CAPITAL, COUNTRIES, make_project
 
 from skynet.cli import main
+from skynet.side_info import quoted
 from skynet.testing import ScriptedServer, is_reflection, reply
 
 SEED = "Tell the user about the country."
@@ -87,8 +88,9 @@ def _raw_gepa(url: str, budget: int, objective: str | None):
         side = {
             "Input": {"country": example["country"]},
             "Expected": expected,
-            "Output": output,
-            "Feedback": feedback,
+            # Quoted as Skynet's engine quotes them (skynet.side_info.quoted, 2000 characters).
+            "Output": quoted(output, 2000),
+            "Feedback": quoted(feedback, 2000),
         }
         return score, side
 

@@ -32,6 +32,7 @@ from skynet.cli import main
 from skynet.engine import EngineOutcome
 from skynet.runner import candidate_id, open_project
 from skynet.runs import RunStore
+from skynet.side_info import quoted
 from skynet.testing import MODEL, ScriptedServer, is_reflection, reply
 
 BUDGET = 60
@@ -68,7 +69,7 @@ def score(input, output, expected=None):
 """
 
 
-_FAILING = re.compile(r"### country\n(\w+)\n\n## Expected.*?## Feedback\nname the capital", re.S)
+_FAILING = re.compile(r"### country\n(\w+)\n\n## Expected.*?## Feedback\n> name the capital", re.S)
 
 
 def reflection_text(prompt: str) -> str:
@@ -159,9 +160,14 @@ def run_raw_gepa(server, metric, *, objective, background):
         ]
         output = _chat(server.url, messages)
         score, info = metric(example["input"], output, example["expected"])
-        # The side info Skynet's engine builds (a metric with named scores, no other keys).
-        side = {"Input": example["input"], "Expected": example["expected"], "Output": output}
-        return score, {**side, "Feedback": info["feedback"], "scores": info["scores"]}
+        # The side info Skynet's engine builds (a metric with named scores, no other keys; what
+        # the candidate and the metric wrote quoted, skynet.side_info.quoted).
+        side = {
+            "Input": example["input"],
+            "Expected": example["expected"],
+            "Output": quoted(output, 2000),
+        }
+        return score, {**side, "Feedback": quoted(info["feedback"], 2000), "scores": info["scores"]}
 
     # gepa's defaults but the seed and budget (the same on both sides). Skynet also sets, none of
     # which moves the trajectory: parallel/max_workers (its concurrency; gepa keeps results in

@@ -13,7 +13,12 @@ import pytest
 
 from skynet import BudgetExhausted, ConfigError, ModelError
 from skynet.models import Models, ModelsConfig, ModelSettings, Price
-from skynet.models.budget import DEFAULT_MAX_TOKENS, Budget, count_input_tokens
+from skynet.models.budget import (
+    DEFAULT_MAX_TOKENS,
+    Budget,
+    count_input_tokens,
+    input_token_bound,
+)
 from skynet.testing import MODEL, fail, reply
 
 USER = [{"role": "user", "content": "What is the capital of France ?"}]
@@ -27,7 +32,9 @@ def _litellm_tokens(messages):
 
 
 def _worst(messages, max_tokens):
-    return (_litellm_tokens(messages) * IN + max_tokens * OUT) / 1e6
+    # Input at the larger of litellm's count and the UTF-8 bound (here the bound).
+    tokens = max(_litellm_tokens(messages), input_token_bound(messages))
+    return (tokens * IN + max_tokens * OUT) / 1e6
 
 
 # -- the budget itself ----------------------------------------------------------------------
@@ -80,7 +87,7 @@ def test_a_call_that_would_pass_the_budget_is_not_sent(scripted_server):
     assert scripted_server.request_count == 1
 
 
-def test_the_worst_case_is_counted_tokens_times_price_plus_max_tokens(scripted_server):
+def test_the_worst_case_is_bounded_input_tokens_times_price_plus_max_tokens(scripted_server):
     worst = _worst(USER, 100)
     # Exactly the worst case fits; a hair less does not.
     tight = scripted_server.models(max_cost_usd=worst * 0.999)
@@ -195,13 +202,13 @@ def test_embeddings_are_reserved_and_recorded(tmp_path):
             price=Price(input_per_mtok=IN, output_per_mtok=0.0),
         )
         models = Models(
-            ModelsConfig(settings={"openai/embed": settings}, cache_path=None, max_cost_usd=1e-5)
-        )
+            ModelsConfig(settings={"openai/embed": settings}, cache_path=None, max_cost_usd=2e-5)
+        )  # the first text holds at most 14 tokens (its UTF-8 size + 1): $1.4e-5 fits
         got = models.embed(["one two three"], model="openai/embed")
         assert got.vectors == [[1.0, 0.0]] and got.input_tokens == 3
         assert models.ledgers["metric"].totals().cost_usd == pytest.approx(3 * IN / 1e6)
         with pytest.raises(BudgetExhausted, match="metric call to openai/embed"):
-            models.embed(["word " * 20], model="openai/embed")  # 20 tokens: $2e-5 > what is left
+            models.embed(["word " * 20], model="openai/embed")  # up to 101 tokens: > what is left
         assert server.request_count == 1
 
 

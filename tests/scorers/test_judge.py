@@ -46,7 +46,7 @@ def item(answer, id="i1", country="France"):
 
 # -- the scripted judge ----------------------------------------------------------------------------
 
-_OUTPUT = re.compile(r"Output to grade:\n<<<\n(.*?)\n>>>", re.S)
+_OUTPUT = re.compile(r"Output to grade:\n<<<OUTPUT-(\w+)>>>\n(.*?)\n<<<END-\1>>>", re.S)
 _REFERENCE = re.compile(r"Reference answer\(s\):\n((?:- .*\n?)+)")
 
 
@@ -58,7 +58,7 @@ def judge_responder(body):
     """
     messages = body["messages"]
     user = messages[-1]["content"]
-    output = _OUTPUT.search(user).group(1)
+    output = _OUTPUT.search(user).group(2)
     references = [line[2:].strip() for line in _REFERENCE.search(user).group(1).splitlines()]
     if "boom" in output:
         return fail(500)
