@@ -106,5 +106,6 @@ def test_a_dollar_budget_stops_a_code_run_on_reflection_spend(tmp_path, scripted
     assert evaluations < 500
     # Each reflection call reserves its worst case first (~$0.005: its counted prompt and 4,096
     # output tokens, gepa's template sends no max_tokens of its own) and costs $0.001; the run
-    # stops when the next one could pass the budget, never after.
-    assert 0.012 - 0.0055 < spent <= 0.012, spent
+    # stops when the next one could pass the budget, never after. Input is reserved at its byte
+    # bound (no tokenizer can count more), so the run may stop a few calls earlier.
+    assert 0.002 < spent <= 0.012, spent

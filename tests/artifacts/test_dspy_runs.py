@@ -232,7 +232,8 @@ def test_a_dollar_budget_stops_dspy_gepa_within_one_proposal(tmp_path, scripted_
         evaluations = db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
     assert evaluations < 400
     one_proposal = 0.001 * (1 + 3 + 3 + 4)  # reflection, parent and child minibatches, val
-    assert 0.012 <= spent <= 0.012 + one_proposal + 1e-9, spent
+    # Input is reserved at its byte bound, so the run may stop before the limit is reached.
+    assert 0.002 < spent <= 0.012 + one_proposal + 1e-9, spent
 
 
 def test_eval_accepts_a_saved_program(tmp_path, scripted_server, capsys):
