@@ -99,6 +99,20 @@ def test_the_union_of_the_waits(waits, union):
     assert measure._union_ns(waits, 0, 100) == union
 
 
+def _waited(span: tuple[int, int], **figures: int) -> CallFigures:
+    """A free call whose only figure is the time it waited over `span`."""
+    return CallFigures(
+        model="m",
+        elapsed_ns=0,
+        input_tokens=0,
+        output_tokens=0,
+        cost_usd=0.0,
+        cached=False,
+        waits=(span,),
+        **figures,
+    )
+
+
 def test_waits_never_take_off_the_cpu_time():
     meter = Meter("i")
     meter.start()
@@ -107,18 +121,7 @@ def test_waits_never_take_off_the_cpu_time():
     meter._stop_ns = start + 1_000_000_000  # a 1 s run
     meter.add_cpu_ns(800_000_000)
     for _ in range(5):  # five calls that waited 1 s at once
-        meter.add_call(
-            CallFigures(
-                model="m",
-                elapsed_ns=0,
-                input_tokens=0,
-                output_tokens=0,
-                cost_usd=0.0,
-                cached=False,
-                excluded_ns=1_000_000_000,
-                waits=((start, start + 1_000_000_000),),
-            )
-        )
+        meter.add_call(_waited((start, start + 1_000_000_000), excluded_ns=1_000_000_000))
     obs = meter.observation()
     assert obs.elapsed_ms == pytest.approx(800)  # its CPU time
     assert "overlapped" in obs.time_note
@@ -139,18 +142,7 @@ def test_the_cpu_time_of_one_time_set_up_is_not_the_floor_of_an_in_process_run()
             began, cpu = time.perf_counter_ns(), time.thread_time_ns()
             busy(300_000_000)  # the set-up
             setup = (began, time.perf_counter_ns())
-            meter.add_call(
-                CallFigures(
-                    model="m",
-                    elapsed_ns=0,
-                    input_tokens=0,
-                    output_tokens=0,
-                    cost_usd=0.0,
-                    cached=False,
-                    waits=(setup,),
-                    setup_cpu_ns=time.thread_time_ns() - cpu if told else 0,
-                )
-            )
+            meter.add_call(_waited(setup, setup_cpu_ns=time.thread_time_ns() - cpu if told else 0))
         figures[told] = meter.observation().elapsed_ms
     assert figures[True] < 100
     assert figures[False] >= 250  # control: counted as the run's own CPU work
