@@ -27,6 +27,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    StrictBool,
     ValidationError,
     ValidationInfo,
     create_model,
@@ -427,13 +428,22 @@ class BudgetConfig(Section):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_metric_calls: Int | None = Field(
-        default=150, ge=1, description="an integer >= 1 (metric calls in the whole run)"
+        default=150,
+        ge=1,
+        description="an integer >= 1 (metric calls of the search; the confirmation's apart)",
     )
     max_cost_usd: Float | None = Field(
         default=None, gt=0, description="a number > 0 (USD, task + reflection + judge)"
     )
     max_minutes: Float | None = Field(
         default=None, gt=0, description="a number > 0 (wall-clock minutes)"
+    )
+    confirm: StrictBool = Field(
+        default=True,
+        description=(
+            "true or false (after the search, score the seed and the best on every test item: "
+            "the run's held-out gain)"
+        ),
     )
 
 

@@ -18,6 +18,7 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -553,7 +554,10 @@ class RunSession:
             KeyboardInterrupt: Ctrl-C (the run is marked stopped, resumable).
         """
         try:
-            outcome = self._drive(engine)
+            try:
+                outcome = self._drive(engine)
+            finally:
+                self.executor.close()
         except BaseException as exc:
             self.tracker.end(self.store, self.run_id, failed=exc)
             raise
@@ -585,10 +589,16 @@ class RunSession:
             self.progress.done()
             store.set_status(run_id, "failed", error=f"{type(exc).__name__}: {exc}")
             raise
-        finally:
-            self.executor.close()
         self.progress.done()
-        return self.finish(outcome)
+        try:
+            return self.finish(outcome)
+        except KeyboardInterrupt:  # in the confirmation: the search is recorded, resumable
+            store.set_status(run_id, "stopped", error="interrupted")
+            self.say(
+                f"\nstopped in the confirmation; everything so far is recorded. Resume: "
+                f"skynet run --resume {run_id}"
+            )
+            raise
 
     def val_mean(self, cid: str) -> float | None:
         """A candidate's val mean by skynet.mean (the engine's own counts every error as 0);
@@ -637,6 +647,7 @@ class RunSession:
         store.set_best(run_id, best_id)
         best_path = self.run_dir / self.project.artifact.best_file
         self.project.artifact.save(best, best_path)
+        self.confirm(best)
         store.set_status(run_id, "finished")
         return RunOutcome(
             run_id=run_id,
@@ -647,6 +658,62 @@ class RunSession:
             best_val=self.val_mean(best_id),
             stopped_by=stopped_by,
         )
+
+    def confirm(self, best: Candidate) -> None:
+        """The confirmation: the seed and the best scored on every test item, recorded like any
+        evaluation (split "test") and counted apart from the search's metric calls. Items chose
+        nothing in the search, so best minus seed there is the run's honest gain
+        (skynet.gain). Recorded results are reused (a resumed run pays nothing twice); what the
+        model or the network failed on in an earlier process is asked again.
+
+        The run's note "confirmation" says what was done: {"state": "done" | "off" |
+        "no test split" | "stopped", "items": N, "calls": made now, "stopped_by": why}.
+        """
+        test = self.project.dataset.test
+        if not test:
+            self.store.set_note(self.run_id, "confirmation", {"state": "no test split"})
+            return
+        if not self.cfg.budget.confirm:
+            self.store.set_note(self.run_id, "confirmation", {"state": "off", "items": len(test)})
+            return
+        sides = list({self.cid(c): c for c in (self.seed, best)}.items())
+        self.say(
+            f"confirming: {'the seed and the best' if len(sides) == 2 else 'the seed (the best)'}"
+            f" on {len(test)} test items (held out: they chose nothing)"
+        )
+        stopped_by: list[str] = []
+
+        def one(cid: str, candidate: Candidate, item: Item) -> bool:
+            """Score one (candidate, item); False when the money budget refused it."""
+            found = self.store.find_evaluation(self.run_id, cid, item.id, self.metric_hash)
+            if found is not None and (cid, item.id) in self._retry:
+                self.store.forget_evaluation(self.run_id, cid, item.id, self.metric_hash)
+                found = None
+            if found is not None or stopped_by:
+                return False
+            try:
+                result = self._evaluated(candidate, item)
+            except BudgetExhausted as exc:
+                stopped_by.append(str(exc).split(". Raise", 1)[0])
+                return False
+            self.store.record_evaluation(self.run_id, cid, "test", result, self.metric_hash)
+            return True
+
+        for cid, candidate in sides:
+            self.store.add_candidate(self.run_id, cid, candidate)
+        jobs = [(cid, candidate, item) for cid, candidate in sides for item in test]
+        workers = max(1, min(self.cfg.engine.concurrency, len(jobs)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="confirm") as pool:
+            made = sum(pool.map(lambda job: one(*job), jobs))
+        note: dict[str, Any] = {
+            "state": "stopped" if stopped_by else "done",
+            "items": len(test),
+            "calls": made,
+        }
+        if stopped_by:
+            note["stopped_by"] = stopped_by[0]
+            self.say(f"confirmation stopped: {stopped_by[0]}; the gain is on the items scored")
+        self.store.set_note(self.run_id, "confirmation", note)
 
     def _best_recorded(self) -> Candidate:
         """The engine named none (a refused call stopped it mid-step): the recorded candidate

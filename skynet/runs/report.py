@@ -27,6 +27,7 @@ from typing import Any
 
 from skynet.contract import STDOUT_KEY
 from skynet.evaluation import CANDIDATE_ERROR
+from skynet.gain import Gain, paired_gain, paired_scores
 from skynet.mean import Mean, Paired, beside, mean_of, paired
 from skynet.models.ledger import LedgerTotals
 from skynet.packages import ReportSection, ReportView
@@ -37,6 +38,7 @@ from skynet.view.plots import curve_svg
 __all__ = [
     "CandidateSummary",
     "RunSummary",
+    "gain_lines",
     "known_in_order",
     "render_html",
     "render_text",
@@ -127,6 +129,13 @@ class RunSummary:
             extra["metric_stdout"]), as (item id, what it printed), in recording order.
         paired: split -> the seed and the best compared on the items both have a counted
             score (skynet.mean.paired): the change the report shows.
+        gain: the best against the seed on the test items, paired, with its interval, p-value
+            and verdict (skynet.gain), its val_estimate the same on val; None when either has
+            no test evaluation (no test split, confirmation off, or not yet made).
+        confirmation: the run's "confirmation" note (RunSession.confirm): its "state" is
+            "done", "off", "no test split" or "stopped"; {} for a run made before it.
+        confirmation_calls: the test evaluations recorded in the run (the confirmation's, and
+            any `skynet eval --split test` recorded into it): apart from metric_calls.
     """
 
     run: RunRow
@@ -151,6 +160,9 @@ class RunSummary:
     repeats: tuple[ItemRepeats, ...] = ()
     printed: tuple[tuple[str, str], ...] = ()
     paired: dict[str, Paired] = field(default_factory=dict)
+    gain: Gain | None = None
+    confirmation: dict[str, Any] = field(default_factory=dict)
+    confirmation_calls: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -384,6 +396,15 @@ def summarize(
     end = _parse_time(run.finished) or _parse_time(max((e.created for e in every), default=None))
     wall = (end - start).total_seconds() if start and end else None
 
+    pairs = {
+        split: _paired(evals, seed, best, ref)
+        for split, ref in ((VAL, val_ref), (TEST, test_ref))
+        if seed is not None and best is not None and ref
+    }
+    gain = None
+    if seed is not None and best is not None and test_ref:
+        gain = _gain(evals, seed, best, test_ref, val=pairs.get(VAL))
+    confirmation = run.notes.get("confirmation")
     view = ReportView(
         run=run,
         project_dir=project_dir,
@@ -415,27 +436,45 @@ def summarize(
         printed=tuple(
             (e.item_id, str(e.extra[STDOUT_KEY])) for e in evals if e.extra.get(STDOUT_KEY)
         ),
-        paired={
-            split: _paired(evals, seed, best, ref)
-            for split, ref in ((VAL, val_ref), (TEST, test_ref))
-            if seed is not None and best is not None and ref
-        },
+        paired=pairs,
+        gain=gain,
+        confirmation=dict(confirmation) if isinstance(confirmation, dict) else {},
+        confirmation_calls=len(evals) - len(optimizing),
     )
+
+
+def _outcomes(
+    evals: list[EvaluationRow], cid: str, reference: set[str]
+) -> dict[str, tuple[float | None, str | None, bool]]:
+    return {
+        e.item_id: (e.score, e.error_kind, e.error is None)
+        for e in evals
+        if e.candidate_id == cid and e.item_id in reference
+    }
 
 
 def _paired(
     evals: list[EvaluationRow], a: CandidateSummary, b: CandidateSummary, reference: set[str]
 ) -> Paired:
     """a and b on a split's reference items, compared on those both have counted."""
+    return paired(_outcomes(evals, a.id, reference), _outcomes(evals, b.id, reference))
 
-    def outcomes(cid: str) -> dict[str, tuple[float | None, str | None, bool]]:
-        return {
-            e.item_id: (e.score, e.error_kind, e.error is None)
-            for e in evals
-            if e.candidate_id == cid and e.item_id in reference
-        }
 
-    return paired(outcomes(a.id), outcomes(b.id))
+def _gain(
+    evals: list[EvaluationRow],
+    seed: CandidateSummary,
+    best: CandidateSummary,
+    reference: set[str],
+    *,
+    val: Paired | None,
+) -> Gain | None:
+    """The best against the seed on the test items both have counted (skynet.gain); None
+    when either has no test evaluation."""
+    mine, theirs = _outcomes(evals, seed.id, reference), _outcomes(evals, best.id, reference)
+    if not mine or not theirs:
+        return None
+    _, a, b = paired_scores(mine, theirs)
+    return paired_gain(a, b, split=TEST, val_estimate=None if val is None else val.change)
 
 
 def known_in_order(candidates: list[CandidateSummary]) -> list[CandidateSummary]:
@@ -566,7 +605,57 @@ def _table(
 
 def _budget_calls(s: RunSummary) -> str:
     limit = s.run.budget.get("max_metric_calls")
-    return f"{s.metric_calls} of {limit}" if limit else str(s.metric_calls)
+    search = f"{s.metric_calls} of {limit}" if limit else str(s.metric_calls)
+    if not s.confirmation_calls:
+        return search
+    return f"search {search}, confirmation {s.confirmation_calls} (test)"
+
+
+NO_TEST_SPLIT = (
+    "no test split: the val figure chose the best and overstates it; add test items "
+    "([data] split or a test file) to confirm"
+)
+
+
+def gain_lines(s: RunSummary) -> list[str]:
+    """The run's headline: the best's gain over the seed on held-out test items, paired, with
+    its interval and verdict, and beside it the val gain that chose it. Said in words when
+    there is none (no test split, confirmation off or stopped)."""
+    if _evaluation_only(s) or s.seed is None or s.best is None:
+        return []
+    pair = s.paired.get(VAL)
+    val = None if pair is None else pair.change
+    val_text = "-" if val is None else f"{val:+.3f}"
+    state = s.confirmation.get("state")
+    g = s.gain
+    if g is not None and g.n > 0:
+        lines = [f"Gain on held-out test items (best - seed, paired): {g.describe()}"]
+        if g.val_estimate is not None and g.estimate is not None:
+            lines.append(
+                f"  val gain {g.val_estimate:+.3f}, on the items that chose the best (a figure "
+                f"that selected cannot confirm); shrinkage val to test "
+                f"{g.val_estimate - g.estimate:+.3f}"
+            )
+        if state == "stopped":
+            lines.append(f"  confirmation stopped: {s.confirmation.get('stopped_by', '')}")
+        return lines
+    if state == "no test split" or (not state and s.test_items == 0):
+        return [f"Gain: {val_text} on val; {NO_TEST_SPLIT}"]
+    if state == "off":
+        return [
+            f"Gain: {val_text} on val, not confirmed ([budget] confirm = false): the val "
+            "figure chose the best and overstates it; `skynet eval --candidate best --against "
+            "seed --split test` confirms it"
+        ]
+    if state == "stopped":
+        return [
+            f"Gain: {val_text} on val, not confirmed: the confirmation stopped "
+            f"({s.confirmation.get('stopped_by', '')})"
+        ]
+    return [
+        f"Gain: {val_text} on val, not confirmed yet: `skynet eval --candidate best --against "
+        "seed --split test` confirms it on the test items"
+    ]
 
 
 def _counts(counts: dict[str, int]) -> str:
@@ -623,8 +712,9 @@ def _unsandboxed(s: RunSummary) -> bool:
 
 
 def _shown_notes(s: RunSummary) -> list[tuple[str, Any]]:
-    # An evaluation-only run's list of what was evaluated is its score table, not a note.
-    skip = {"evaluated"} if _evaluation_only(s) else set()
+    # An evaluation-only run's list of what was evaluated is its score table, not a note; the
+    # confirmation is said in the gain's lines.
+    skip = {"evaluated", "confirmation"} if _evaluation_only(s) else {"confirmation"}
     return [(k, v) for k, v in sorted(s.run.notes.items()) if k not in skip]
 
 
@@ -762,6 +852,9 @@ def render_text(summary: RunSummary, *, columns: int | None = None) -> str:
     for key, value in _shown_notes(s):
         out += prose(f"{key}: {json.dumps(value)}", "  ")
     out.append("")
+    headline = gain_lines(s)
+    if headline:
+        out += [line for text in headline for line in prose(text, "  ")] + [""]
 
     out.append(_scores_title(s))
     if _evaluation_only(s):
@@ -926,6 +1019,10 @@ def overview_html(summary: RunSummary) -> list[str]:
     notes = [[k, json.dumps(v)] for k, v in _shown_notes(s)]
     if notes:
         body.append(_html_table(["note", "value"], notes))
+    headline = gain_lines(s)
+    if headline:
+        body.append('<p class="gain"><b>' + _h(headline[0]) + "</b></p>")
+        body += [f"<p>{_h(line.strip())}</p>" for line in headline[1:]]
 
     if _evaluation_only(s):
         body.append(f"<h2>{_h(_scores_title(s))}</h2>")

@@ -154,7 +154,9 @@ def test_text_report(store: RunStore):
     assert "c0" in baseline and "0.500" in baseline
     assert "c2" in best and "0.667 (1 metric error left out)" in best and "1.000" in best
     assert "+0.167" in text
-    assert "Metric calls used: 15 of 20" in text
+    # The make_run rows hold test evaluations of c0 and c2: counted apart from the search's.
+    assert "Metric calls used: search 15 of 20, confirmation 4 (test)" in text
+    assert "Gain on held-out test items (best - seed, paired): +0.500" in text
     assert "$0.0200" in text and "unpriced" in text
     assert "accepted 2, rejected 1" in text
     assert "+Answer with one label, lower case." in text
