@@ -282,6 +282,37 @@ class RunSession:
         # [tracking] mlflow: logged as the run goes, off the run's threads; off when unset.
         self.tracker = MlflowTracker.live(self.cfg, say=self.say)
         self.tracker.start(store.get_run(run_id))
+        self._set_aside_confirmation()
+
+    def _set_aside_confirmation(self) -> None:
+        """Under max_cost_usd, hold the confirmation's worst case back from the search: the
+        worst case of the seed's task request on each test item (input at its byte bound,
+        output at [artifact] max_tokens), once for the seed and once for the best, times
+        `repeat`. A best whose prompt is longer than the seed's, and a judge metric's calls, may
+        need more: the confirmation then stops at the limit and says on how many items."""
+        test, money = self.project.dataset.test, self.models.budget
+        if not (test and self.cfg.budget.confirm and money.limited):
+            return
+        messages = getattr(self.project.artifact, "messages", None)
+        if messages is None:
+            self.say(
+                "note: a code or DSPy artifact's calls per item are not known before it runs: "
+                "nothing is set aside for the confirmation, which may stop at max_cost_usd"
+            )
+            return
+        settings = self.cfg.artifact
+        worst = 0.0
+        for item in test:
+            usd = self.models.worst_case_usd(
+                "task", messages(self.seed, item.input), max_tokens=settings.max_tokens
+            )
+            worst += usd or 0.0
+        aside = 2 * worst * max(1, settings.repeat)
+        money.set_aside(aside)
+        self.say(
+            f"budget: ${aside:.4f} of max_cost_usd set aside for the confirmation (the seed "
+            f"and the best on {len(test)} test items, at the seed's worst case)"
+        )
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -676,6 +707,7 @@ class RunSession:
         if not self.cfg.budget.confirm:
             self.store.set_note(self.run_id, "confirmation", {"state": "off", "items": len(test)})
             return
+        self.models.budget.release_aside()  # the confirmation's to spend now
         sides = list({self.cid(c): c for c in (self.seed, best)}.items())
         self.say(
             f"confirming: {'the seed and the best' if len(sides) == 2 else 'the seed (the best)'}"

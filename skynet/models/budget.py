@@ -78,6 +78,7 @@ class Budget:
         self._held: dict[int, float] = {}
         self._ids = itertools.count(1)
         self._refusal: BudgetExhausted | None = None
+        self._aside = 0.0  # held back for a later phase (the run's confirmation)
 
     @property
     def limited(self) -> bool:
@@ -101,6 +102,23 @@ class Budget:
         with self._lock:
             return self._refusal
 
+    @property
+    def aside_usd(self) -> float:
+        """What is held back from the calls made now, for a later phase (set_aside)."""
+        with self._lock:
+            return self._aside
+
+    def set_aside(self, usd: float) -> None:
+        """Hold `usd` back from every call until release_aside(): the search cannot spend the
+        confirmation's worst case."""
+        with self._lock:
+            self._aside = max(0.0, float(usd))
+
+    def release_aside(self) -> None:
+        """The later phase starts: what was set aside is its to spend."""
+        with self._lock:
+            self._aside = 0.0
+
     def add_spent(self, usd: float) -> None:
         """Count spend made outside this session (a resumed run's recorded calls)."""
         with self._lock:
@@ -122,13 +140,18 @@ class Budget:
         with self._lock:
             if self.max_cost_usd is not None:
                 reserved = sum(self._held.values())
-                if self._spent + reserved + usd > self.max_cost_usd:
+                if self._spent + reserved + self._aside + usd > self.max_cost_usd:
                     how = f" ({detail})" if detail else ""
+                    aside = (
+                        f" and ${self._aside:.4f} set aside for the confirmation"
+                        if self._aside
+                        else ""
+                    )
                     exc = BudgetExhausted(
                         f"budget max_cost_usd = ${self.max_cost_usd:g} reached: the {role} call "
                         f"to {model} could cost up to ${usd:.4f}{how}, with ${self._spent:.4f} "
-                        f"spent and ${reserved:.4f} held by calls in flight; it was not sent. "
-                        "Raise [budget] max_cost_usd (--max-cost-usd) to spend more",
+                        f"spent and ${reserved:.4f} held by calls in flight{aside}; it was not "
+                        "sent. Raise [budget] max_cost_usd (--max-cost-usd) to spend more",
                         limit="max_cost_usd",
                         role=role,
                         model=model,

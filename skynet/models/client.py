@@ -593,6 +593,20 @@ class Models:
         self._cache_put(key, name, call)
         return result
 
+    def worst_case_usd(
+        self, role: str, messages: list[dict[str, Any]], *, max_tokens: int | None = None
+    ) -> float | None:
+        """What a reservation for this call would hold (None without a money budget): the
+        input at its byte bound, the output at max_tokens (DEFAULT_MAX_TOKENS when unset)."""
+        name = self.config.model_for(role)
+        if not self.budget.limited or not name:
+            return None
+        price = self._budget_price(role, name)
+        tokens = 0
+        if price.input_per_mtok:
+            tokens, _ = worst_input_tokens(name, messages)
+        return worst_case_usd(price, tokens, max_tokens or DEFAULT_MAX_TOKENS)
+
     def _reserve_call(
         self, role: str, name: str, messages: list[dict[str, Any]], params: dict[str, Any]
     ) -> Reservation | None:

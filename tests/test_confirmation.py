@@ -1,0 +1,168 @@
+"""The confirmation, end to end on the loopback server: after the search, the seed and the best
+are scored on every test item, and the run's headline is the paired gain there (skynet.gain).
+
+The scripted model's right answers follow a rule per split: with `TRANSFERS` it names the capital
+whenever the instruction asks for one (a real gain, on test as on val); with `OVERFITS` only for
+the countries the search saw (train and val): a val win that does not carry over to the items
+that chose nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from projects import BETTER, CAPITAL, COUNTRIES, make_project
+
+from skynet.cli import main
+from skynet.runs import RunStore
+from skynet.runs.report import NO_TEST_SPLIT, summarize
+from skynet.runs.store import runs_db_path
+from skynet.testing import is_reflection, reply
+
+TRAIN, VAL, TEST = COUNTRIES[:6], COUNTRIES[6:10], COUNTRIES[10:]
+SEEN = {country for country, _ in TRAIN + VAL}
+
+
+def _responder(knows):
+    def respond(body):
+        messages = body["messages"]
+        system = next((m["content"] for m in messages if m["role"] == "system"), "")
+        user = messages[-1]["content"]
+        if is_reflection(user):
+            return reply(f"```\n{BETTER}\n```")
+        country = user.removeprefix("Country: ").strip()
+        if "capital" in system.lower() and knows(country):
+            return reply(f"The capital of {country} is {CAPITAL[country]}.")
+        return reply(f"{country} is a country with a long history.")
+
+    return respond
+
+
+TRANSFERS = _responder(lambda country: True)
+OVERFITS = _responder(lambda country: country in SEEN)
+
+
+def _project(tmp_path: Path, url: str, *, test: bool = True, extra: str = "") -> Path:
+    project = make_project(tmp_path / "p", url, budget=30)
+    rows = [(c, cap, "train") for c, cap in TRAIN] + [(c, cap, "val") for c, cap in VAL]
+    rows += [(c, cap, "test") for c, cap in TEST] if test else []
+    with open(project / "data.jsonl", "w") as f:
+        for i, (country, capital, split) in enumerate(rows):
+            row = {"id": f"c{i}", "country": country, "capital": capital, "split": split}
+            f.write(json.dumps(row) + "\n")
+    if extra:
+        with open(project / "skynet.toml", "a") as f:
+            f.write(extra)
+    return project
+
+
+def _summary(project: Path):
+    with RunStore(runs_db_path(project)) as store:
+        return summarize(store, store.latest_run().id)
+
+
+def test_a_real_gain_is_confirmed_on_the_test_items(tmp_path, scripted_server, capsys):
+    scripted_server.responder = TRANSFERS
+    project = _project(tmp_path, scripted_server.url)
+    assert main(["-C", str(project), "run"]) == 0
+    captured = capsys.readouterr()
+    assert "confirming: the seed and the best on 6 test items" in captured.err
+    s = _summary(project)
+    assert s.confirmation == {"state": "done", "items": 6, "calls": 12}
+    gain = s.gain
+    assert gain is not None and gain.split == "test" and gain.n == 6
+    assert gain.estimate == 1.0 and gain.a_mean == 0.0 and gain.b_mean == 1.0
+    assert gain.verdict == "better" and gain.p_value == 2 * 0.5**6  # McNemar: 6 of 6 changed
+    assert gain.method.startswith("McNemar's exact test")
+    assert gain.val_estimate == 1.0
+    # The confirmation's calls are counted apart from the search's, which kept its budget.
+    assert s.confirmation_calls == 12 and s.metric_calls <= 30
+    out = captured.out
+    assert "Gain on held-out test items (best - seed, paired): +1.000" in out
+    assert "on 6 test items, p = 0.031: better" in out
+    assert f"search {s.metric_calls} of 30, confirmation 12 (test)" in out
+    # The headline comes before the score table: the first figure a user reads.
+    assert out.index("Gain on held-out") < out.index("Scores (")
+
+
+def test_a_val_win_that_does_not_carry_over_is_not_called_better(tmp_path, scripted_server, capsys):
+    scripted_server.responder = OVERFITS
+    project = _project(tmp_path, scripted_server.url)
+    assert main(["-C", str(project), "run"]) == 0
+    out = capsys.readouterr().out
+    s = _summary(project)
+    assert s.best is not None and s.seed is not None and s.best.id != s.seed.id
+    assert s.best.val_score == 1.0 and s.seed.val_score == 0.0  # the val figure: +1.000
+    gain = s.gain
+    assert gain is not None and gain.n == 6 and gain.estimate == 0.0
+    assert gain.verdict == "no difference detected" and gain.p_value == 1.0
+    assert "no difference detected (this split detects gains of" in out
+    assert "val gain +1.000, on the items that chose the best" in out
+    assert "shrinkage val to test +1.000" in out
+
+
+def test_no_test_split_is_said(tmp_path, scripted_server, capsys):
+    scripted_server.responder = TRANSFERS
+    project = _project(tmp_path, scripted_server.url, test=False)
+    assert main(["-C", str(project), "run"]) == 0
+    out = capsys.readouterr().out
+    s = _summary(project)
+    assert s.gain is None and s.confirmation == {"state": "no test split"}
+    assert f"Gain: +1.000 on val; {NO_TEST_SPLIT}" in out
+    assert "no test split: the val figure chose the best and overstates it" in out
+
+
+def test_confirm_false_turns_it_off_and_says_so(tmp_path, scripted_server, capsys):
+    scripted_server.responder = TRANSFERS
+    project = _project(tmp_path, scripted_server.url)
+    text = (project / "skynet.toml").read_text()
+    (project / "skynet.toml").write_text(
+        text.replace("max_metric_calls = 30", "max_metric_calls = 30\nconfirm = false")
+    )
+    assert main(["-C", str(project), "run"]) == 0
+    out = capsys.readouterr().out
+    s = _summary(project)
+    assert s.gain is None and s.confirmation_calls == 0
+    assert s.confirmation == {"state": "off", "items": 6}
+    assert "not confirmed ([budget] confirm = false)" in out
+    with sqlite3.connect(runs_db_path(project)) as db:
+        assert db.execute("SELECT COUNT(*) FROM evaluations WHERE split = 'test'").fetchone() == (
+            0,
+        )
+
+
+def test_a_string_for_confirm_is_refused_in_one_line(tmp_path, scripted_server, capsys):
+    project = _project(tmp_path, scripted_server.url)
+    text = (project / "skynet.toml").read_text()
+    (project / "skynet.toml").write_text(
+        text.replace("max_metric_calls = 30", 'max_metric_calls = 30\nconfirm = "yes"')
+    )
+    assert main(["-C", str(project), "check"]) == 2
+    err = capsys.readouterr().err
+    assert "confirm" in err and "true or false" in err and "Traceback" not in err
+
+
+def test_the_search_cannot_spend_the_confirmations_money(tmp_path, scripted_server, capsys):
+    """Under max_cost_usd the confirmation's worst case is set aside before the search: a
+    reflection call that the limit alone would let through is refused for it, and the
+    confirmation still scores every test item within the limit."""
+    scripted_server.responder = TRANSFERS
+    project = _project(tmp_path, scripted_server.url)
+    # Prices $1 / $2 per million tokens: a task call's worst case is about $0.0007 (256 output
+    # tokens), 12 of them about $0.008 set aside; a reflection call's about $0.01 (4,096).
+    text = (project / "skynet.toml").read_text()
+    (project / "skynet.toml").write_text(
+        text.replace("max_metric_calls = 30", "max_metric_calls = 30\nmax_cost_usd = 0.012")
+    )
+    assert main(["-C", str(project), "run"]) == 0
+    err = capsys.readouterr().err
+    assert "of max_cost_usd set aside for the confirmation" in err
+    s = _summary(project)
+    assert "set aside for the confirmation" in s.run.notes["stopped_by"]
+    assert s.confirmation["state"] == "done" and s.gain is not None and s.gain.n == 6
+    with RunStore(runs_db_path(project)) as store:
+        run = store.latest_run()
+        spent = sum(t.cost_usd for t in store.cost_by_role(run.id).values())
+    assert spent <= 0.012
