@@ -7,7 +7,7 @@ scipy.stats; nothing is hand-rolled but the arithmetic that joins it:
 
 - the p-value: McNemar's exact test when every score is 0 or 1 (a two-sided binomial test on the
   items where the two disagree, `scipy.stats.binomtest`); otherwise a sign-flip permutation test
-  of the mean difference (`scipy.stats.permutation_test`, exact up to 2**13 items' sign patterns,
+  of the mean difference (`scipy.stats.permutation_test`: every sign pattern up to 10 items,
   else 1,999 seeded resamples);
 - the interval: Student's t on the per-item differences (`scipy.stats.ttest_1samp`), which keeps
   its 95% coverage from a few dozen items on, for 0/1 and graded scores alike (a percentile
