@@ -385,6 +385,18 @@ class EngineConfig(Section):
     auto: Literal["light", "medium", "heavy"] = Field(
         default="light", description='one of "light", "medium" or "heavy"'
     )
+    select: Literal["val", "holdout"] = Field(
+        default="val",
+        description='"val" (the best is the engine\'s choice on val, as gepa does) or '
+        '"holdout" (the top candidates are scored on a selection split carved from val, and '
+        "the best is chosen there)",
+    )
+    select_top: Int = Field(
+        default=4,
+        ge=1,
+        description='an integer >= 1 (with select = "holdout": candidates scored on the '
+        "selection split, besides the seed)",
+    )
     max_side_info_chars: Int = Field(
         default=DEFAULT_MAX_SIDE_INFO_CHARS,
         ge=100,

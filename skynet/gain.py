@@ -33,8 +33,10 @@ __all__ = [
     "WORSE",
     "Gain",
     "detectable_gain",
+    "items_needed",
     "paired_gain",
     "paired_scores",
+    "split_notes",
 ]
 
 BETTER = "better"
@@ -145,6 +147,49 @@ def detectable_gain(n: int, *, variance: float = _UNKNOWN_BINARY_VARIANCE) -> fl
     return float(z * math.sqrt(variance / n))
 
 
+def items_needed(gain: float, *, variance: float = _UNKNOWN_BINARY_VARIANCE) -> int:
+    """The fewest paired items that detect a mean gain this large at 80% power: detectable_gain
+    inverted (the same normal approximation and default variance)."""
+    from scipy.stats import norm
+
+    z = norm.ppf(1 - (1 - LEVEL) / 2) + norm.ppf(POWER)
+    # Rounding a hair down first: z**2 * variance / gain**2 can land a float's width above an
+    # integer that already suffices.
+    return max(1, math.ceil(z * z * variance / (gain * gain) - 1e-9))
+
+
+# `skynet check` says when a split cannot see gains this small (0/1 scores).
+CHECK_GAIN = 0.10
+
+
+def split_notes(*, val: int, test: int) -> list[str]:
+    """`skynet check`'s notes on the split sizes: a test split too small to detect gains under
+    CHECK_GAIN at 80% power (0/1 scores, half the items changing), or none; the same for val,
+    whose noise the search mistakes for gains."""
+    notes = []
+    if test == 0:
+        notes.append(
+            "no test split: the run's gain cannot be confirmed on held-out items; add test items "
+            "([data] split or a test file)"
+        )
+    for split, n in (("test", test), ("val", val)):
+        smallest = detectable_gain(n)
+        if smallest is None or smallest <= CHECK_GAIN:
+            continue
+        # Past 1 no 0/1 gain is large enough: the sentence says so rather than "1.40 or more".
+        sees = (
+            f"detect gains of {smallest:.2f} or more"
+            if smallest <= 1
+            else "are too few to detect any gain"
+        )
+        notes.append(
+            f"the {split} split's {n} item{'s' if n != 1 else ''} {sees} at 80% power "
+            f"(0/1 scores, half the items changing); about {items_needed(CHECK_GAIN)} items "
+            f"detect {CHECK_GAIN:.2f}"
+        )
+    return notes
+
+
 def paired_gain(
     a: Sequence[float],
     b: Sequence[float],
@@ -200,7 +245,7 @@ def paired_gain(
             _mean,
             permutation_type="samples",
             vectorized=True,
-            n_resamples=math.inf if exact else _PERMUTATIONS,
+            n_resamples=2**n if exact else _PERMUTATIONS,  # 2**n: every sign pattern
             rng=np.random.default_rng(seed),
         )
         p_value = float(min(1.0, result.pvalue))

@@ -42,11 +42,40 @@ from skynet.tracking import MlflowTracker
 if TYPE_CHECKING:
     from skynet.runner import Project, _EnginePlan
 
-__all__ = ["RunSession", "RunOutcome", "Progress", "candidate_id", "MIN_EVALUATIONS_BEFORE_ABORT"]
+__all__ = [
+    "MIN_EVALUATIONS_BEFORE_ABORT",
+    "SELECTION",
+    "Progress",
+    "RunOutcome",
+    "RunSession",
+    "candidate_id",
+    "carve_selection",
+]
 
 # The error share aborts a run only once this many evaluations were made.
 MIN_EVALUATIONS_BEFORE_ABORT = 8
 _ANY = object()  # RunSession.recorded(): reuse a recorded result whatever its output
+
+
+SELECTION = "selection"  # the split carved from val by [engine] select = "holdout"
+
+
+def carve_selection(val: Sequence[Item], seed: int) -> tuple[list[Item], list[Item]]:
+    """[engine] select = "holdout": val split in two by a seeded hash of each item's id (the
+    same items for the same seed and ids, whatever their order): (what the engine searches on,
+    the selection items), half each (the search keeps the odd one).
+
+    Raises:
+        ConfigError: fewer than 2 val items.
+    """
+    if len(val) < 2:
+        raise ConfigError(
+            f'[engine] select = "holdout" needs at least 2 val items to carve a selection '
+            f'split from (there are {len(val)}); add val items or use select = "val"'
+        )
+    order = sorted(val, key=lambda item: hashlib.sha256(f"{seed}/{item.id}".encode()).hexdigest())
+    chosen = {item.id for item in order[: len(val) // 2]}
+    return [i for i in val if i.id not in chosen], [i for i in val if i.id in chosen]
 
 
 def candidate_id(candidate: Candidate, fingerprint: str = "") -> str:
@@ -206,8 +235,25 @@ class RunSession:
         self.train, self.val = project.dataset.train, project.dataset.val
         self.seed = dict(project.artifact.components)
         self.metric_hash = project.metric.source_hash
+        # [engine] select = "holdout": the engine searches on part of val; the rest chooses.
+        self.selection: list[Item] = []
+        if cfg.engine.select == "holdout":
+            self.val, self.selection = carve_selection(self.val, cfg.engine.seed)
+        self.engine_budget = self.budget
+        if self.selection and self.budget is not None:
+            # The selection's evaluations are the search's too: the engine gets the rest.
+            self.engine_budget = self.budget - (cfg.engine.select_top + 1) * len(self.selection)
+            if self.engine_budget < len(self.val) + 1:
+                raise ConfigError(
+                    f"budget.max_metric_calls = {self.budget} is too small for [engine] select "
+                    f'= "holdout": scoring {cfg.engine.select_top + 1} candidates on the '
+                    f"{len(self.selection)} selection items takes "
+                    f"{(cfg.engine.select_top + 1) * len(self.selection)}; raise it, or lower "
+                    "[engine] select_top"
+                )
         self.split_of = {item.id: "train" for item in self.train}
         self.split_of |= {item.id: "val" for item in self.val}
+        self.split_of |= {item.id: SELECTION for item in self.selection}
         self.evaluation = Evaluation(
             project.metric, project.artifact.task(models, cfg.artifact), repeat=cfg.artifact.repeat
         )
@@ -557,7 +603,7 @@ class RunSession:
             record_proposal=self.record_proposal,
             record_lineage=self.record_lineage,
             should_stop=self.should_stop,
-            max_metric_calls=self.budget,
+            max_metric_calls=self.engine_budget,
             frontier=plan.frontier,
             patience=plan.patience,
             fit_to_budget=plan.fit_to_budget,
@@ -674,6 +720,8 @@ class RunSession:
                 f"max_metric_calls: the {self.plan.name} engine checks the budget only when an "
                 f"iteration starts, and lets the last iteration's evaluations finish{replays}"
             )
+        if self.selection:
+            best = self._select_on_holdout(best)
         best_id = self.cid(best)
         store.set_best(run_id, best_id)
         best_path = self.run_dir / self.project.artifact.best_file
@@ -689,6 +737,82 @@ class RunSession:
             best_val=self.val_mean(best_id),
             stopped_by=stopped_by,
         )
+
+    def _select_on_holdout(self, engine_best: Candidate) -> Candidate:
+        """[engine] select = "holdout": the seed and the top candidates by val score (up to
+        select_top; the engine's choice always among them) scored on the selection items, and
+        the best chosen there by the rule of skynet.mean.choose_best (the largest gain over the
+        seed on the items both counted). Val ranked them; it does not choose. Recorded in the
+        note "selection"."""
+        complete = {
+            cid: seen for cid, seen in self.val_outcomes.items() if len(seen) == len(self.val)
+        }
+        contents = {row.id: dict(row.content) for row in self.store.candidates(self.run_id)}
+        contents.setdefault(self.seed_id, dict(self.seed))
+
+        def val_mean(cid: str) -> float:
+            value = mean_of(complete[cid].values()).value
+            return -1.0 if value is None else value
+
+        ranked = sorted(
+            (cid for cid in complete if cid in contents and cid != self.seed_id),
+            key=val_mean,
+            reverse=True,  # sorted is stable: ties keep the order candidates were made in
+        )
+        top = ranked[: self.cfg.engine.select_top]
+        chosen_by_engine = self.cid(engine_best)
+        if chosen_by_engine != self.seed_id and chosen_by_engine not in top:
+            contents.setdefault(chosen_by_engine, dict(engine_best))
+            top = [chosen_by_engine, *top[: self.cfg.engine.select_top - 1]]
+        pool = [self.seed_id, *top]
+        self.say(
+            f"selecting: {len(pool)} candidates (the seed and the top {len(top)} by val) on "
+            f"{len(self.selection)} held-out selection items"
+        )
+        outcomes: dict[str, dict[str, tuple[float | None, str | None, bool]]] = {}
+        lock = threading.Lock()
+
+        def one(cid: str, item: Item) -> None:
+            try:
+                result = self.recorded(
+                    contents[cid], item, lambda: self._evaluated(contents[cid], item)
+                )
+            except BudgetExhausted:
+                return
+            with lock:
+                outcomes.setdefault(cid, {})[item.id] = (result.score, result.error_kind, result.ok)
+
+        jobs = [(cid, item) for cid in pool for item in self.selection]
+        workers = max(1, min(self.cfg.engine.concurrency, len(jobs)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="select") as pool_:
+            list(pool_.map(lambda job: one(*job), jobs))
+        scored = {
+            cid: outcomes[cid] for cid in pool if len(outcomes.get(cid, {})) == len(self.selection)
+        }
+        named = choose_best(
+            self.seed_id,
+            scored,
+            preferred=None,
+            max_error_share=self.cfg.engine.max_error_share,
+        )
+        self.store.set_note(
+            self.run_id,
+            "selection",
+            {
+                "mode": "holdout",
+                "items": len(self.selection),
+                "candidates": pool,
+                "scores": {cid: mean_of(seen.values()).value for cid, seen in scored.items()},
+                "chosen": named,
+                "engine_choice": chosen_by_engine,
+            },
+        )
+        if named != chosen_by_engine:
+            self.say(
+                f"selection: {named} was chosen on the selection items over the engine's "
+                f"choice {chosen_by_engine}"
+            )
+        return contents.get(named, engine_best)
 
     def confirm(self, best: Candidate) -> None:
         """The confirmation: the seed and the best scored on every test item, recorded like any

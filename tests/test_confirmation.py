@@ -166,3 +166,69 @@ def test_the_search_cannot_spend_the_confirmations_money(tmp_path, scripted_serv
         run = store.latest_run()
         spent = sum(t.cost_usd for t in store.cost_by_role(run.id).values())
     assert spent <= 0.012
+
+
+# -- [engine] select = "holdout" ------------------------------------------------------------------
+def _holdout(project: Path, top: int = 2) -> None:
+    text = (project / "skynet.toml").read_text()
+    (project / "skynet.toml").write_text(
+        text.replace('name = "gepa"', f'name = "gepa"\nselect = "holdout"\nselect_top = {top}')
+    )
+
+
+def test_the_selection_split_is_carved_from_val_by_a_seeded_hash():
+    from skynet.data import Item
+    from skynet.session import carve_selection
+
+    val = [Item(id=f"v{i}", input={}, expected=None) for i in range(9)]
+    search, chosen = carve_selection(val, seed=0)
+    assert len(chosen) == 4 and len(search) == 5
+    assert {i.id for i in search} | {i.id for i in chosen} == {i.id for i in val}
+    again = carve_selection(list(reversed(val)), seed=0)[1]
+    assert {i.id for i in again} == {i.id for i in chosen}  # stable, whatever the order
+    other = {i.id for i in carve_selection(val, seed=1)[1]}
+    assert other != {i.id for i in chosen}  # another seed, another split
+
+
+def test_holdout_selection_chooses_the_best_on_items_the_search_did_not_see(
+    tmp_path, scripted_server, capsys
+):
+    scripted_server.responder = TRANSFERS
+    project = _project(tmp_path, scripted_server.url)
+    _holdout(project)
+    assert main(["-C", str(project), "run"]) == 0
+    captured = capsys.readouterr()
+    assert "on 2 held-out selection items" in captured.err
+    s = _summary(project)
+    chosen = s.run.notes["selection"]
+    assert chosen["mode"] == "holdout" and chosen["items"] == 2
+    assert s.best is not None and chosen["chosen"] == s.best.id
+    assert BETTER in s.best.content["instructions"]
+    assert chosen["scores"][s.best.id] == 1.0 and chosen["scores"][s.seed.id] == 0.0
+    assert s.val_items == 2  # the val figures are on the rest of val
+    assert s.metric_calls <= 30  # the selection's evaluations are within the search's budget
+    with sqlite3.connect(runs_db_path(project)) as db:
+        rows = db.execute("SELECT COUNT(*) FROM evaluations WHERE split = 'selection'").fetchone()[
+            0
+        ]
+    assert rows == 2 * len(chosen["candidates"])
+    assert "selection: holdout: the best was chosen among" in captured.out
+    assert s.gain is not None and s.gain.verdict == "better"
+
+
+def test_holdout_selection_refuses_a_budget_it_cannot_fit_in_one_line(
+    tmp_path, scripted_server, capsys
+):
+    scripted_server.responder = TRANSFERS
+    project = _project(tmp_path, scripted_server.url)
+    _holdout(project, top=20)  # 21 candidates x 2 selection items = 42 > 30
+    assert main(["-C", str(project), "run"]) == 2
+    err = capsys.readouterr().err
+    assert 'too small for [engine] select = "holdout"' in err and "Traceback" not in err
+
+
+def test_the_default_selection_is_said(tmp_path, scripted_server, capsys):
+    scripted_server.responder = TRANSFERS
+    project = _project(tmp_path, scripted_server.url, test=False)
+    assert main(["-C", str(project), "run"]) == 0
+    assert "selection: val (gepa's): the val items chose the best" in capsys.readouterr().out

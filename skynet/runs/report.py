@@ -20,6 +20,7 @@ import math
 import secrets
 from bisect import bisect_right
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -33,7 +34,7 @@ from skynet.models.ledger import LedgerTotals
 from skynet.packages import ReportSection, ReportView
 from skynet.runs.store import EVALUATION, CandidateRow, EvaluationRow, RunRow, RunStore
 from skynet.terminal import printable, wrap
-from skynet.view.plots import curve_svg
+from skynet.view.plots import curve_svg, gain_svg
 
 __all__ = [
     "CandidateSummary",
@@ -43,6 +44,7 @@ __all__ = [
     "render_html",
     "render_text",
     "summarize",
+    "summary_json",
 ]
 
 VAL = "val"
@@ -477,6 +479,58 @@ def _gain(
     return paired_gain(a, b, split=TEST, val_estimate=None if val is None else val.change)
 
 
+SUMMARY_SCHEMA = 1
+
+
+def summary_json(summary: RunSummary) -> dict[str, Any]:
+    """The run's summary as one JSON document (`skynet show RUN --json`; schema in docs/runs.md).
+
+    Its keys are stable within a "schema" number; a key is only ever added. A figure not known
+    is null, never 0: a role's cost_usd is null when none of its calls had a known price
+    (unpriced_calls says how many calls its cost leaves out).
+    """
+    s = summary
+
+    def candidate(c: CandidateSummary | None) -> dict[str, Any] | None:
+        return None if c is None else {"id": c.id, "val": c.val_score, "test": c.test_score}
+
+    def cost(t: LedgerTotals) -> dict[str, Any]:
+        priced = t.calls - t.failed_calls - t.unpriced_calls
+        unknown = t.unpriced_calls > 0 and priced <= 0 and not t.failed_cost_usd
+        return {
+            "calls": t.calls,
+            "cost_usd": None if unknown else t.cost_usd,
+            "unpriced_calls": t.unpriced_calls,
+            "input_tokens": t.input_tokens,
+            "output_tokens": t.output_tokens,
+        }
+
+    stopped_by = s.run.notes.get("stopped_by") or (
+        s.run.error if s.run.status == "stopped" else None
+    )
+    limit = s.run.budget.get("max_metric_calls")
+    return {
+        "schema": SUMMARY_SCHEMA,
+        "run_id": s.run.id,
+        "status": s.run.status,
+        "engine": s.run.engine,
+        "stopped_by": str(stopped_by) if stopped_by else None,
+        "items": {VAL: s.val_items, TEST: s.test_items},
+        "baseline": candidate(s.seed),
+        "best": candidate(s.best),
+        "gain": None if s.gain is None else s.gain.as_dict(),
+        "confirmation": dict(s.confirmation),
+        "metric_calls": {
+            "search": s.metric_calls,
+            "confirmation": s.confirmation_calls,
+            "max": limit if limit else None,
+        },
+        "cost": {role: cost(t) for role, t in s.cost.items()},
+        "errors": s.errors,
+        "error_kinds": dict(s.error_kinds),
+    }
+
+
 def known_in_order(candidates: list[CandidateSummary]) -> list[CandidateSummary]:
     """The candidates whose val score is known, in the order it became known."""
     known = [c for c in candidates if c.val_known_at is not None]
@@ -620,9 +674,28 @@ NO_TEST_SPLIT = (
 def gain_lines(s: RunSummary) -> list[str]:
     """The run's headline: the best's gain over the seed on held-out test items, paired, with
     its interval and verdict, and beside it the val gain that chose it. Said in words when
-    there is none (no test split, confirmation off or stopped)."""
+    there is none (no test split, confirmation off or stopped). Then how the best was chosen."""
     if _evaluation_only(s) or s.seed is None or s.best is None:
         return []
+    return [*_gain_lines(s), _selection_line(s)]
+
+
+def _selection_line(s: RunSummary) -> str:
+    chosen = s.run.notes.get("selection")
+    if isinstance(chosen, dict) and chosen.get("mode") == "holdout":
+        return (
+            f"  selection: holdout: the best was chosen among {len(chosen.get('candidates', []))}"
+            f" candidates on {chosen.get('items')} items carved from val (val ranked them; the"
+            " val figures are on the rest of val)"
+        )
+    return (
+        "  selection: val (gepa's): the val items chose the best; [engine] select = "
+        '"holdout" chooses it on items carved from val instead'
+    )
+
+
+def _gain_lines(s: RunSummary) -> list[str]:
+    assert s.seed is not None and s.best is not None
     pair = s.paired.get(VAL)
     val = None if pair is None else pair.change
     val_text = "-" if val is None else f"{val:+.3f}"
@@ -994,8 +1067,13 @@ def render_html(summary: RunSummary) -> str:
     return page(f"Skynet run {summary.run.id}", overview_html(summary))
 
 
-def overview_html(summary: RunSummary) -> list[str]:
-    """The report's body as HTML blocks: the overview page of the viewer and of the file."""
+def overview_html(summary: RunSummary, *, item_by_item: Sequence[str] = ()) -> list[str]:
+    """The report's body as HTML blocks: the overview page of the viewer and of the file.
+
+    Args:
+        item_by_item: blocks shown after the best's diff against the seed (the document's
+            per-item differences on test, which read the store: skynet.view.pages).
+    """
     s, run = summary, summary.run
     meta = [
         f"status <b>{_h(run.status)}</b>",
@@ -1023,6 +1101,8 @@ def overview_html(summary: RunSummary) -> list[str]:
     if headline:
         body.append('<p class="gain"><b>' + _h(headline[0]) + "</b></p>")
         body += [f"<p>{_h(line.strip())}</p>" for line in headline[1:]]
+        if s.gain is not None and s.gain.estimate is not None:
+            body.append(gain_svg(s.gain))
 
     if _evaluation_only(s):
         body.append(f"<h2>{_h(_scores_title(s))}</h2>")
@@ -1065,6 +1145,7 @@ def overview_html(summary: RunSummary) -> list[str]:
         body.append("<p>No change: the best candidate is the seed.</p>")
     for text in s.diff.values():
         body.append(_html_diff(text))
+    body += item_by_item
 
     body.append("<h2>Candidates</h2>")
     body.append(_html_table(_CANDIDATE_HEADER, _candidate_rows(s), mono_first=True))
