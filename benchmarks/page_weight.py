@@ -25,7 +25,21 @@ from skynet.models.ledger import CallRecord
 from skynet.runs import RunStore, render_html, runs_db_path, summarize
 from skynet.view.pages import render_document
 
-WORDS = "the a capital city of river mountain country answer label ticket refund order".split()
+WORDS = [
+    "the",
+    "a",
+    "capital",
+    "city",
+    "of",
+    "river",
+    "mountain",
+    "country",
+    "answer",
+    "label",
+    "ticket",
+    "refund",
+    "order",
+]
 
 
 def _text(rng: random.Random, words: int) -> str:

@@ -34,6 +34,7 @@ from skynet.contract import Metric
 from skynet.errors import ConfigError, ContractError
 
 if TYPE_CHECKING:
+    from skynet.gain import Gain
     from skynet.runner import RescoreOutcome
 
 __all__ = ["Code", "EvalResult", "RunResult", "evaluate", "optimize", "rescore", "resume"]
@@ -87,6 +88,9 @@ class RunResult:
         run_id: the run's id in `store`: `skynet show RUN` reports it.
         status: "finished" (or "stopped" when a limit ended it early: see stopped_by).
         store: the folder holding runs.db.
+        gain: the best's gain over the seed on the held-out test items, paired by item
+            (a skynet.gain.Gain: split, n, estimate, low, high, p_value, verdict,
+            val_estimate, ...), or None when there is none (no test split, `confirm = false`).
     """
 
     best: Any
@@ -99,6 +103,14 @@ class RunResult:
     store: Path
     best_path: Path | None = None
     _summary: Callable[[], Any] = field(default=lambda: None, repr=False, compare=False)
+
+    @property
+    def gain(self) -> Gain | None:
+        """The best's gain over the seed on the test items (the confirmation), paired by item,
+        with its 95% interval, p-value and verdict; val_estimate is the same on val, where the
+        best was chosen. None when either has no test evaluation."""
+        summary = self._summary()
+        return None if summary is None else summary.gain
 
     @property
     def candidates(self) -> list[dict[str, Any]]:

@@ -48,6 +48,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from skynet.gain import split_notes
     from skynet.models import configure
     from skynet.runner import engine_plan, open_project, self_test
 
@@ -65,6 +66,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not report.ok:
         return EXIT_USER
     print(f"engine ok · {engine_plan(project)}")  # the engine's options and template, checked
+    for note in split_notes(val=len(ds.val), test=len(ds.test)):
+        print(f"note: {note}")
     return EXIT_OK
 
 
@@ -118,6 +121,16 @@ def _print_dry_run(project: Any) -> int:
         f"  reflection: {usd(plan.reflection_usd_per_call, plan.proposals)}"
         f"   estimated from the prompt size, ~{plan.proposals} proposal(s)"
     )
+    confirming, cost = plan.confirmation_metric_calls, plan.confirmation_usd()
+    if confirming:
+        print(
+            f"  confirmation: {'unknown' if cost is None else f'${cost:.4f}'} for {confirming} "
+            f"metric calls, task + judge (seed and best on {confirming // 2} test items)"
+        )
+    elif not project.dataset.test:
+        print("  confirmation: none (no test split: the gain will not be confirmed)")
+    else:
+        print("  confirmation: off ([budget] confirm = false)")
     print(f"  total:      {'unknown' if total is None else f'~${total:.4f}'}")
     for note in plan.notes:
         print(f"  note: {printable(note)}")  # a note may quote the seed's error
@@ -273,12 +286,32 @@ def cmd_show(args: argparse.Namespace) -> int:
             f"skynet show takes one run, or two to compare, not {len(runs)}: "
             f"skynet show {runs[0]} {runs[1]}"
         )
+    json_out = getattr(args, "json", False)
+    if json_out and args.html:
+        raise ConfigError(
+            "skynet show takes --json (the summary on stdout) or --html FILE (the pages), not "
+            "both: skynet show RUN --json > summary.json"
+        )
+    if json_out and len(runs) == 2:
+        raise ConfigError(
+            "skynet show --json summarizes one run, not two: skynet show RUN --json for each"
+        )
     args.run = runs[0] if runs else None
     store, run_id = _open_run(args)
     current = _current_hash(args)
     if len(runs) == 2:
         return _show_two(store, run_id, runs[1], args, current)
     summary = _summary(store, run_id, args, current)
+    if json_out:
+        import json
+
+        from skynet.runs.report import summary_json
+
+        # stdout is the document alone, so that another tool can read it as it is.
+        print(json.dumps(summary_json(summary), indent=2, ensure_ascii=False))
+        if summary.run.status == "running" and not writing(store.path.parent, run_id):
+            print(_orphaned(run_id), file=sys.stderr)
+        return EXIT_OK
     print(render_text(summary, columns=terminal_width()))
     if summary.run.status == "running" and not writing(store.path.parent, run_id):
         print(_orphaned(run_id))
@@ -298,11 +331,59 @@ def _show_two(store: Any, a: str, b: str, args: argparse.Namespace, current: str
         store, _summary(store, a, args, current), _summary(store, b, args, current)
     )
     print(render_compare_text(comparison))
+    print(printable("\n".join(_runs_gain_lines(store, comparison)), multiline=True))
     if args.html:
         target = Path(args.html)
         write_text(target, render_compare_html(comparison), flag="--html", example="compare.html")
         print(f"wrote {target}")
     return EXIT_OK
+
+
+def _runs_gain_lines(store: Any, c: Any) -> list[str]:
+    """`skynet show RUN_A RUN_B`'s paired comparison (skynet.gain): B's best minus A's best on
+    the test items both were evaluated on (the same item id in both runs), each run counted
+    under its own metric as its report counts it. A run with no best (an evaluation-only run)
+    stands by the candidate the comparison shows for it."""
+    from skynet.gain import paired_gain, paired_scores
+    from skynet.mean import Outcome
+    from skynet.runs.report import TEST
+
+    def outcomes(s: Any, shown: Any) -> dict[str, Outcome]:
+        if shown is None:
+            return {}
+        return {
+            e.item_id: (e.score, e.error_kind, e.error is None)
+            for e in store.evaluations(s.run.id, candidate_id=shown.id, split=TEST)
+            if e.metric_hash == s.metric_hash
+        }
+
+    def name(s: Any, shown: Any) -> str:
+        if shown is None:
+            return "-"
+        return f"best {shown.id}" if s.best is not None and s.best.id == shown.id else shown.id
+
+    ours, theirs = outcomes(c.a, c.shown_a), outcomes(c.b, c.shown_b)
+    head = f"Test gain: B's {name(c.b, c.shown_b)} minus A's {name(c.a, c.shown_a)}"
+    if not set(ours) & set(theirs):
+        unscored = [s.run.id for s, o in ((c.a, ours), (c.b, theirs)) if not o]
+        if unscored:
+            why = f"no test evaluation of the best in run {' nor in run '.join(unscored)}"
+        else:  # both were scored on test, on items of other data
+            why, unscored = "their test items have no id in common", [c.a.run.id, c.b.run.id]
+        fixes = " and ".join(
+            f"skynet eval --candidate best --split test --run {run_id}" for run_id in unscored
+        )
+        return [f"{head}: no shared test item ({why}); score them on one test split: {fixes}"]
+    _, a, b = paired_scores(ours, theirs)
+    gain = paired_gain(a, b, split=TEST)
+    lines = [f"{head}, paired on the test items both were evaluated on", f"  {gain.describe()}"]
+    if gain.a_mean is not None and gain.b_mean is not None:
+        lines.append(f"  on these items: A {gain.a_mean:.3f}, B {gain.b_mean:.3f} ({gain.method})")
+    if c.a.run.dataset_hash != c.b.run.dataset_hash:
+        lines.append("  the runs were made on different data: their items are paired by id")
+    if c.a.metric_hash != c.b.metric_hash:
+        lines.append("  the runs were scored by different metrics (see Config differences)")
+    return lines
 
 
 def cmd_view(args: argparse.Namespace) -> int:
@@ -440,26 +521,80 @@ _ERROR_CHARS = 300
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from skynet.runner import eval_target, evaluate_candidate, evaluation_run, unsandboxed_warning
+    from skynet.gain import BETTER
+    from skynet.runner import (
+        eval_target,
+        eval_targets,
+        evaluate_candidate,
+        evaluation_run,
+        gain_over,
+        unsandboxed_warning,
+    )
     from skynet.runs.lock import one_writer
 
+    against = getattr(args, "against", None)
+    if getattr(args, "require_better", False) and not against:
+        raise ConfigError(
+            "skynet eval --require-better gates on a comparison: name the candidate to beat "
+            f"with --against, e.g. skynet eval --candidate {args.candidate} --against seed "
+            f"--split {args.split} --require-better"
+        )
     project = _open_project(args, "eval")
     warning = unsandboxed_warning(project)
     if warning:
         print(warning, file=sys.stderr)
+    done = []
     with one_writer(project.store_dir, command="eval") as writer:  # it records, and pays
-        row, candidate, label, note = eval_target(project, args.candidate, run=args.run)
-        if note:
-            print(note, file=sys.stderr)
-        run_id = row.id if row is not None else evaluation_run(project)
-        writer.names(run_id)
-        done = evaluate_candidate(project, candidate, split=args.split, run_id=run_id, label=label)
+        if against:
+            targets = list(eval_targets(project, args.candidate, against, run=args.run))
+        else:
+            targets = [eval_target(project, args.candidate, run=args.run)]
+        own_run = None  # the one evaluation-only run of the sides no run can hold
+        for row, candidate, label, note in targets:
+            if note:
+                print(note, file=sys.stderr)
+            where = f"run {row.id}" if row is not None else f"the evaluation-only run {own_run}"
+            if row is None and own_run is None:
+                own_run = evaluation_run(project)
+                where = f"a new evaluation-only run {own_run}"
+            run_id = row.id if row is not None else own_run
+            assert run_id is not None
+            writer.names(run_id)
+            outcome = evaluate_candidate(
+                project, candidate, split=args.split, run_id=run_id, label=label
+            )
+            _print_evaluation(project, args.split, label, outcome, where=where)
+            done.append((label, outcome))
+    if not against:
+        return EXIT_OK
+    (label_a, a), (label_b, b) = done
+    gain = gain_over(a, b)
+    print(f"{printable(label_a)} minus {printable(label_b)} on {args.split}: {gain.describe()}")
+    if gain.a_mean is not None and gain.b_mean is not None:
+        # gain_over's Gain is "b minus a" with the sides swapped: b_mean is A's.
+        print(
+            f"  on these items: {printable(label_a)} {gain.b_mean:.3f}, "
+            f"{printable(label_b)} {gain.a_mean:.3f} ({gain.method})"
+        )
+    if getattr(args, "require_better", False) and gain.verdict != BETTER:
+        print(
+            f"gate: {printable(label_a)} is not better than {printable(label_b)} on "
+            f"{args.split}: {gain.describe()}",
+            file=sys.stderr,
+        )
+        return EXIT_FAULT
+    return EXIT_OK
+
+
+def _print_evaluation(project: Any, split: str, label: str, done: Any, *, where: str) -> None:
+    """One candidate's `skynet eval` lines: its mean, where it was recorded ("run X"), its
+    first errors, and why it stopped early (if it did)."""
     mean = done.mean
     value = "-" if mean.value is None else f"{mean.value:.3f}"
     notes = f" ({', '.join(mean.notes())})" if mean.notes() else ""
-    where = f"run {run_id}" if row is not None else f"a new evaluation-only run {run_id}"
+    run_id = done.run_id
     print(
-        f"{label} on {args.split}: mean score {value} over {mean.counted} item(s){notes} · "
+        f"{label} on {split}: mean score {value} over {mean.counted} item(s){notes} · "
         f"recorded in {where}"
     )
     errors = [r for r in done.results if not r.ok]
@@ -475,13 +610,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if len(errors) > _ERRORS_SHOWN:
         print(f"  … {len(errors) - _ERRORS_SHOWN} more: skynet show {run_id}")
     if done.stopped_by:
-        left = len(getattr(project.dataset, args.split)) - len(done.results)
+        left = len(getattr(project.dataset, split)) - len(done.results)
         print(
             f"stopped after {len(done.results)} item(s), {left} not evaluated: "
             f"{printable(done.stopped_by)}",
             file=sys.stderr,
         )
-    return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -533,6 +667,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--html",
         metavar="FILE",
         help="also write the viewer's pages as one self-contained HTML file",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the run's summary as one JSON document instead (schema: docs/runs.md)",
     )
     p.set_defaults(func=cmd_show)
 
@@ -594,6 +733,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--run",
         help="the run to record into (default: for best, the latest run with one; otherwise the "
         "latest optimization run, or, with none, an evaluation-only run of its own)",
+    )
+    p.add_argument(
+        "--against",
+        metavar="CANDIDATE",
+        help="also score this candidate (best | seed | a file) and print the paired comparison, "
+        "--candidate minus it, with its 95%% interval, p-value and verdict",
+    )
+    p.add_argument(
+        "--require-better",
+        action="store_true",
+        help="exit 1 unless the verdict is 'better' (a CI gate; needs --against)",
     )
     p.set_defaults(func=cmd_eval)
 

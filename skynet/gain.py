@@ -230,6 +230,8 @@ def paired_gain(
     d = y - x
     estimate = float(d.mean())
     spread = float(d.var(ddof=1)) if n > 1 else 0.0
+    if spread < 1e-12 * max(1.0, estimate * estimate):
+        spread = 0.0  # every item moved alike: float rounding is no spread
 
     if binary:
         up, down = int((d > 0).sum()), int((d < 0).sum())

@@ -27,7 +27,8 @@ from skynet.engine import (
 )
 from skynet.errors import BudgetExhausted, ConfigError, ContractError, RunAborted, SkynetError
 from skynet.evaluation import Evaluation, Result
-from skynet.mean import Mean, mean_of_results
+from skynet.gain import Gain, paired_gain, paired_scores
+from skynet.mean import Mean, Outcome, mean_of_results
 from skynet.measure import TESTING, Observation, scoring
 from skynet.models import Models, configure
 from skynet.runs import EVALUATION, RunStore
@@ -51,6 +52,8 @@ __all__ = [
     "self_test",
     "run",
     "eval_target",
+    "eval_targets",
+    "gain_over",
     "load_parts",
     "evaluate_candidate",
     "evaluation_run",
@@ -534,6 +537,48 @@ def eval_target(
     return row, chosen, label, note
 
 
+EvalTarget = tuple[RunRow | None, Candidate, str, str]  # what eval_target returns
+
+
+def eval_targets(
+    project: Project, candidate: str, against: str, *, run: str | None = None
+) -> tuple[EvalTarget, EvalTarget]:
+    """What `skynet eval --candidate A --against B [--run RUN]` records, and where: eval_target
+    of each side, A's first.
+
+    Both sides are taken from one run, so that `--candidate best --against seed` pits a run's
+    best against that run's own seed: --run when given, else the run whose best "best" names
+    (on either side), else the run A is recorded in. A side that run does not fit (made on
+    other data) goes to an evaluation-only run, as with one candidate.
+
+    Raises:
+        ConfigError: as eval_target, for either side.
+    """
+    # "best" picks its run (the latest with a best); the other side follows it.
+    names = (against, candidate) if against == "best" and candidate != "best" else None
+    first, second = names or (candidate, against)
+    leading = eval_target(project, first, run=run)
+    following = eval_target(
+        project, second, run=run or (leading[0].id if leading[0] is not None else None)
+    )
+    return (following, leading) if names else (leading, following)
+
+
+def gain_over(a: EvaluationOutcome, b: EvaluationOutcome) -> Gain:
+    """a minus b on their split, paired by item (skynet.gain): an item left out for one side (a
+    metric or model fault) is left out for both.
+
+    The Gain is "b minus a" in its own terms, called with the sides swapped: its `b_mean` is
+    a's mean and its `a_mean` is b's, over the items both counted.
+    """
+
+    def outcomes(done: EvaluationOutcome) -> dict[str, Outcome]:
+        return {r.item_id: (r.score, r.error_kind, r.ok) for r in done.results}
+
+    _, theirs, mine = paired_scores(outcomes(b), outcomes(a))
+    return paired_gain(theirs, mine, split=a.split)
+
+
 def evaluation_run(project: Project) -> str:
     """Record a new evaluation-only run (engine "eval") for `skynet eval` on a project that has
     no optimization run to record into. It holds the project's config, dataset and metric
@@ -728,9 +773,21 @@ class DryRunEstimate:
     proposals: int
     reflection_usd_per_call: float | None
     notes: tuple[str, ...]
+    # The seed and the best on every test item after the search (0: no test split, or
+    # [budget] confirm = false); counted apart from planned_metric_calls.
+    confirmation_metric_calls: int = 0
+
+    def confirmation_usd(self) -> float | None:
+        """The confirmation's task and judge cost (None: either price is unknown)."""
+        if not self.confirmation_metric_calls:
+            return 0.0
+        if self.task_usd_per_call is None or self.judge_usd_per_call is None:
+            return None
+        return (self.task_usd_per_call + self.judge_usd_per_call) * self.confirmation_metric_calls
 
     def total_usd(self) -> float | None:
         parts = [
+            self.confirmation_usd(),
             None
             if self.task_usd_per_call is None
             else self.task_usd_per_call * self.planned_metric_calls,
@@ -813,4 +870,6 @@ def dry_run(project: Project, *, sample: int = 3) -> DryRunEstimate:
         proposals=proposals,
         reflection_usd_per_call=reflection_per_call,
         notes=tuple(notes),
+        # The worst case: the best differs from the seed, so both are scored.
+        confirmation_metric_calls=2 * len(project.dataset.test) if cfg.budget.confirm else 0,
     )

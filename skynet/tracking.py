@@ -11,6 +11,10 @@ exporting a run that was logged live, updates the same MLflow run. What is logge
   became known, `val/<objective>` for named scores, `best_val_score` (the report's curve),
   `baseline_val_score`, `best_test_score` when known, and by role `cost_usd/<role>` (left out
   when a call had no known price: an unmeasured cost is never 0), `calls/<role>`, tokens;
+- the gain (skynet.gain, best minus seed on the test items, paired): metrics `gain_test`,
+  `gain_test_low`, `gain_test_high`, `gain_test_p_value`, and `gain_val` (the val figure that
+  chose the best); params `gain_verdict`, `gain_n`, `gain_method` (written once, as MLflow
+  params are) and the tag `skynet.gain` (the gain as it stands, in one line);
 - artifacts: the best candidate (`best/<component>.txt`), `report.txt`, `report.html` and the
   recorded `config.json`.
 
@@ -168,6 +172,19 @@ def _scalars(summary: RunSummary) -> dict[str, float]:
         found["baseline_test_score"] = seed.test_score
     if best is not None and best.test_score is not None:
         found["best_test_score"] = best.test_score
+    gain = summary.gain
+    if gain is not None:
+        for key, value in (
+            ("gain_test", gain.estimate),
+            ("gain_test_low", gain.low),
+            ("gain_test_high", gain.high),
+            ("gain_test_p_value", gain.p_value),
+        ):
+            if value is not None:
+                found[key] = float(value)
+    val = summary.paired.get("val")
+    if val is not None and val.change is not None:
+        found["gain_val"] = float(val.change)  # the figure that chose the best: beside, not it
     for role, totals in sorted(summary.cost.items()):
         role_key = _key(role)
         found[f"calls/{role_key}"] = float(totals.calls)
@@ -180,6 +197,14 @@ def _scalars(summary: RunSummary) -> dict[str, float]:
     if summary.wall_seconds is not None:
         found["wall_seconds"] = float(summary.wall_seconds)
     return found
+
+
+def _gain_params(summary: RunSummary) -> dict[str, str]:
+    """The gain's verdict, item count and method (skynet.gain), when the run has a gain."""
+    gain = summary.gain
+    if gain is None:
+        return {}
+    return {"gain_verdict": gain.verdict, "gain_n": str(gain.n), "gain_method": gain.method}
 
 
 def _tags(row: RunRow) -> dict[str, str]:
@@ -310,18 +335,25 @@ class _Logger:
         have = self.counts(list(series))
         points = {key: values[have[key] :] for key, values in series.items()}
         latest: dict[str, float] = {}
+        have_params: set[str] = set()
         if not (self.created and not self.logged):
-            latest = dict(self.client.get_run(self.run_id).data.metrics)
+            data = self.client.get_run(self.run_id).data
+            latest, have_params = dict(data.metrics), set(data.params)
         step = summary.metric_calls
         for key, value in _scalars(summary).items():
             if latest.get(key) != value:
                 points[key] = [(step, value)]
         self.log_points(points)
         self.log_artifacts(summary)
-        from mlflow.entities import RunTag
+        from mlflow.entities import Param, RunTag
 
+        # An MLflow param is written once; the gain can change afterwards (test items scored
+        # into the run later), so the tag skynet.gain always says the gain as it stands.
+        params = [Param(k, v) for k, v in _gain_params(summary).items() if k not in have_params]
         tags = [RunTag(key, value) for key, value in _tags(summary.run).items()]
-        self.client.log_batch(self.run_id, tags=tags)
+        if summary.gain is not None:
+            tags.append(RunTag("skynet.gain", summary.gain.describe()[:_MAX_TAG_CHARS]))
+        self.client.log_batch(self.run_id, params=params, tags=tags)
 
     def log_artifacts(self, summary: RunSummary) -> None:
         from skynet.runs.report import render_html, render_text

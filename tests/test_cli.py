@@ -34,8 +34,28 @@ def test_init_writes_a_project_that_checks(tmp_path, capsys):
         "skynet.toml",
     ]
     assert main(["-C", str(tmp_path / "p"), "check"]) == 0
-    assert "metric self-test passed" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "metric self-test passed" in out
+    # 26 test items see only large gains: check says how large, and how many items see 0.10.
+    assert (
+        "note: the test split's 26 items detect gains of 0.39 or more at 80% power (0/1 scores, "
+        "half the items changing); about 393 items detect 0.10\n"
+    ) in out
+    assert "note: the val split's 14 items detect gains of 0.53 or more" in out
     assert main(["init", str(tmp_path / "p")]) == 2  # never overwrites
+
+
+def test_check_says_when_there_is_no_test_split(tmp_path, capsys):
+    # make_project splits its items into train and val only; check calls no model.
+    project = make_project(tmp_path / "p", "http://127.0.0.1:9")
+    assert main(["-C", str(project), "check"]) == 0
+    out = capsys.readouterr().out
+    assert "/ 0 test items" in out
+    assert (
+        "note: no test split: the run's gain cannot be confirmed on held-out items; add test "
+        "items ([data] split or a test file)\n"
+    ) in out
+    assert "note: the test split's" not in out  # no item: no size to speak of
 
 
 def test_examples_capitals_is_the_starter_as_a_real_folder(tmp_path):
@@ -362,6 +382,7 @@ def test_dry_run_plans_and_prices_without_recording_a_run(tmp_path, scripted_ser
     assert "planned metric calls: 40 (at least 14 to propose once)" in out
     assert "task:       $0.0400 ($0.001000 x 40)   from 3 real call(s)" in out
     assert "reflection: $" in out and "total:      ~$" in out
+    assert "  confirmation: none (no test split: the gain will not be confirmed)\n" in out
     assert scripted_server.request_count == 3  # three sampled val items, nothing else
     db = project / ".skynet" / "runs.db"
     if db.exists():
@@ -375,6 +396,36 @@ def test_dry_run_plans_and_prices_without_recording_a_run(tmp_path, scripted_ser
         if not is_reflection(r)
     )
     assert max(sent.values()) == 1
+
+
+def test_the_dry_run_counts_and_prices_the_confirmation(tmp_path, scripted_server, capsys):
+    scripted_server.responder = lambda body: reply(
+        task_responder(body).text, prompt_tokens=1000, completion_tokens=0
+    )
+    project = make_project(tmp_path / "p", scripted_server.url, budget=40)
+    with open(project / "data.jsonl", "w") as f:  # 5 of the 16 items held out for the test
+        for i, (country, capital) in enumerate(COUNTRIES):
+            split = "test" if i >= 11 else "val" if i % 2 else "train"
+            row = {"id": f"c{i}", "country": country, "capital": capital, "split": split}
+            f.write(json.dumps(row) + "\n")
+    dry = ["-C", str(project), "run", "--dry-run"]
+    assert main(dry) == 0
+    out = capsys.readouterr().out
+    # $0.001 a task call, no judge (a Python metric): the seed and the best on 5 items each.
+    assert (
+        "  confirmation: $0.0100 for 10 metric calls, task + judge (seed and best on 5 test "
+        "items)\n"
+    ) in out
+    reflection = float(out.split("reflection: $", 1)[1].split()[0])
+    total = float(out.split("total:      ~$", 1)[1].split()[0])
+    assert total == pytest.approx(0.040 + reflection + 0.010, abs=1e-4)  # the search's and it
+
+    assert main([*dry, "--set", "budget.confirm=false"]) == 0
+    off = capsys.readouterr().out
+    assert "  confirmation: off ([budget] confirm = false)\n" in off
+    total_off = float(off.split("total:      ~$", 1)[1].split()[0])
+    assert total_off == pytest.approx(total - 0.010, abs=1e-4)
+    assert scripted_server.request_count == 3  # the second dry run's samples were cached
 
 
 # --------------------------------------------------------------------------------------------

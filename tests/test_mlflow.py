@@ -3,6 +3,7 @@ own client from a real tracking server on 127.0.0.1 (a subprocess, started once 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -14,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from projects import BETTER, make_project, task_responder
+from projects import BETTER, COUNTRIES, make_project, task_responder
 
 from skynet.cli import main
 from skynet.runs import RunStore, runs_db_path
@@ -201,6 +202,9 @@ def test_export_logs_params_metrics_and_artifacts_and_twice_is_one_run(
     assert _history(client, mlflow_id, "best_val_score") == best_so_far
     metrics = logged.data.metrics
     assert metrics["baseline_val_score"] == 0.0 and metrics["best_val_score"] == 1.0
+    # No test split: the val gain only; no test gain, no gain params.
+    assert metrics["gain_val"] == 1.0 and "gain_test" not in metrics
+    assert "gain_verdict" not in params and "skynet.gain" not in tags
     task = facts["cost"]["task"]
     assert metrics["calls/task"] == task.calls > 0
     assert metrics["cost_usd/task"] == pytest.approx(task.cost_usd) and task.cost_usd > 0
@@ -225,6 +229,11 @@ def test_live_logging_makes_a_finished_mlflow_run(tracking, model_server, tmp_pa
     project = make_project(tmp_path / "live", model_server.url)
     with open(project / "skynet.toml", "a") as toml:
         toml.write(f'\n[tracking]\nmlflow = "{tracking}"\nexperiment = "live-runs"\n')
+    # Six test items: the confirmation scores the seed (wrong on all) and the best (right on all).
+    with open(project / "data.jsonl", "a") as data:
+        for i, (country, capital) in enumerate(COUNTRIES[:6]):
+            row = {"id": f"x{i}", "country": country, "capital": capital, "split": "test"}
+            data.write(json.dumps(row) + "\n")
     run_id = _run(project)
     assert "warning" not in capsys.readouterr().err
 
@@ -238,6 +247,13 @@ def test_live_logging_makes_a_finished_mlflow_run(tracking, model_server, tmp_pa
     assert [value for _, value in live] == [value for _, value in expected]
     assert logged.data.metrics["best_val_score"] == 1.0
     assert logged.data.params["tracking.mlflow"] == tracking
+    # The gain, logged when the run ended: 6 of 6 items 0 -> 1, McNemar's exact p = 2 / 2**6.
+    metrics, params = logged.data.metrics, logged.data.params
+    assert (metrics["gain_test"], metrics["gain_test_low"], metrics["gain_test_high"]) == (1, 1, 1)
+    assert metrics["gain_test_p_value"] == pytest.approx(2 / 2**6) and metrics["gain_val"] == 1.0
+    assert (params["gain_verdict"], params["gain_n"]) == ("better", "6")
+    assert params["gain_method"] == "McNemar's exact test; t interval"
+    assert logged.data.tags["skynet.gain"].endswith("on 6 test items, p = 0.031: better")
     for name, text in facts["best"].items():
         assert _artifact(client, mlflow_id, f"best/{name}.txt", tmp_path) == text
 

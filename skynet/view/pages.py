@@ -39,6 +39,7 @@ from skynet.view.plots import cost_svg, pareto_svg
 
 __all__ = [
     "ItemView",
+    "item_by_item_html",
     "item_view",
     "item_views",
     "items_table_html",
@@ -244,6 +245,87 @@ def _candidate_picker(s: RunSummary, a: str | None, b: str | None) -> str:
         f'<label>B <select name="b">{options(b)}</select></label> '
         '<button type="submit">compare items</button></form>'
     )
+
+
+ITEM_BY_ITEM = "Best against the seed, item by item (test)"
+
+
+def _left_out(e: EvaluationRow | None) -> str:
+    """Why an evaluation has no counted score: its error kind, or that there is none."""
+    if e is None:
+        return "not evaluated"
+    if e.error is not None:
+        return f"{e.error_kind or 'unknown'} error"
+    return "no score"
+
+
+def _side(e: EvaluationRow | None) -> str:
+    score = _figure(counted(e))
+    # A candidate's own failure counts as 0 in the gain: said beside the 0.
+    return f"{score} (failed)" if e is not None and e.error is not None else score
+
+
+def item_by_item_html(views: Sequence[ItemView], *, linked: bool) -> list[str]:
+    """The best against the seed on each test item (the headline gain's items): one row per item
+    both have a counted score for, largest gain first, then the losses; the items left out for
+    either, apart, with why.
+
+    Args:
+        views: the items with a = the seed's evaluation and b = the best's (item_views).
+        linked: each item links to its row on the document's items page.
+    """
+    tests = [v for v in views if v.split == TEST]
+    if not tests:
+        return []
+    rows, apart = [], []
+    for v in tests:
+        sa, sb = counted(v.a), counted(v.b)
+        if sa is None or sb is None:
+            apart.append(v)
+        else:
+            rows.append((sb - sa, v))
+    rows.sort(key=lambda r: -r[0])  # stable: equal differences keep the items' order
+
+    def name(v: ItemView) -> str:
+        if not linked:
+            return f'<span class="mono">{_h(v.item_id)}</span>'
+        return f'<a class="mono" href="#item-{_h(quote(v.item_id, safe=""))}">{_h(v.item_id)}</a>'
+
+    up = sum(d > _EPS for d, _ in rows)
+    down = sum(d < -_EPS for d, _ in rows)
+    body = [
+        f'<h2 id="item-by-item">{_h(ITEM_BY_ITEM)}</h2>',
+        f'<p class="meta">{len(rows)} items both have a counted score for (the gain\'s n): '
+        f"{up} gained, {down} lost, {len(rows) - up - down} the same. A candidate's own failure "
+        "counts as 0; a metric or model fault leaves the item out for both.</p>",
+    ]
+    if rows:
+        cells = []
+        for d, v in rows:
+            status = "fixed" if d > _EPS else "broken" if d < -_EPS else ""
+            cells.append(
+                f'<tr class="pair" data-item="{_h(v.item_id)}"><td>{name(v)}</td>'
+                f"<td>{_h(_side(v.a))}</td><td>{_h(_side(v.b))}</td>"
+                f'<td class="status {status}">{d:+.3f}</td></tr>'
+            )
+        body.append(
+            '<table class="item-by-item"><thead><tr><th>item</th><th>seed</th><th>best</th>'
+            f"<th>difference</th></tr></thead><tbody>{''.join(cells)}</tbody></table>"
+        )
+    if apart:
+        said = []
+        for v in apart:
+            why = [
+                f"{side}: {_left_out(e)}"
+                for side, e in (("seed", v.a), ("best", v.b))
+                if counted(e) is None
+            ]
+            said.append(
+                f'<li class="left-out" data-item="{_h(v.item_id)}">{name(v)}: '
+                f"{_h('; '.join(why))}</li>"
+            )
+        body.append(f"<p>Left out ({len(apart)}):</p><ul>{''.join(said)}</ul>")
+    return body
 
 
 def items_html(
@@ -716,9 +798,13 @@ def render_document(
     ]
     if live:
         nav.append('<a href="/">All runs</a>')
+    paired: list[str] = []
+    if s.seed is not None and s.best is not None and s.seed.id != s.best.id:
+        paired = item_by_item_html(item_views(store, s, s.seed.id, s.best.id), linked=True)
     body = [
         f"<nav>{''.join(nav)}</nav>",
-        f'<section class="page" id="overview">{"".join(overview_html(s))}</section>',
+        f'<section class="page" id="overview">{"".join(overview_html(s, item_by_item=paired))}'
+        "</section>",
         f'<section class="page" id="items">{"".join(items_html(store, s, a, b, live=live))}'
         "</section>",
         '<section class="page" id="candidates">'

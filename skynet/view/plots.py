@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import html
 import io
+import math
 import re
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["cost_svg", "curve_svg", "pareto_svg"]
+if TYPE_CHECKING:
+    from skynet.gain import Gain
+
+__all__ = ["cost_svg", "curve_svg", "gain_svg", "pareto_svg"]
 
 # pyplot keeps global state; one figure at a time (the viewer serves from several threads).
 _LOCK = threading.Lock()
@@ -153,3 +157,106 @@ def cost_svg(series: dict[str, list[tuple[float, float, float]]], priced: bool) 
             return _svg(fig, "cumulative cost and model time by role over the run")
         finally:
             plt.close(fig)
+
+
+# The gain's plot is drawn by hand: two markers on one axis need no matplotlib (nor its half
+# second of import), and its text is exactly the report's figures.
+_GAIN_WIDTH, _GAIN_LABELS, _GAIN_RIGHT = 660, 270, 640
+_GAIN_ROW, _GAIN_AXIS = 28, 74
+
+
+def _ticks(lo: float, hi: float) -> tuple[list[float], int]:
+    """At most six round values in [lo, hi] (0 among them when it lies there), and the
+    decimals their labels need."""
+    raw = (hi - lo) / 5
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = next(f * power for f in (1.0, 2.0, 2.5, 5.0, 10.0) if f * power >= raw)
+    decimals = next(d for d in range(8) if abs(round(step, d) - step) < step * 1e-6)
+    first = math.ceil(lo / step - 1e-9)
+    ticks = []
+    k = first
+    while k * step <= hi + 1e-9:
+        ticks.append(round(k * step, 10))
+        k += 1
+    return ticks, decimals
+
+
+def gain_svg(gain: Gain | None) -> str:
+    """The best's gain over the seed on test: its estimate and 95% interval against 0, and the
+    val gain of the same best beside it, marked as the figure that chose the best.
+
+    Returns a short `<p>` when the gain has no estimate (no test item both have counted).
+    """
+    if gain is None or gain.estimate is None:
+        return _nothing("no test gain to draw: no test item has a counted score for both")
+    est = gain.estimate
+    low = gain.low if gain.low is not None else est
+    high = gain.high if gain.high is not None else est
+    val = gain.val_estimate
+    values = [0.0, est, low, high] + ([val] if val is not None else [])
+    lo, hi = min(values), max(values)
+    pad = (hi - lo) * 0.08 if hi > lo else 0.05  # nothing but 0 to draw: a small span
+    lo, hi = lo - pad, hi + pad
+
+    def x(v: float) -> float:
+        return round(_GAIN_LABELS + (v - lo) / (hi - lo) * (_GAIN_RIGHT - _GAIN_LABELS), 1)
+
+    def text(tx: float, ty: float, words: str, *, anchor: str = "start", cls: str = "") -> str:
+        klass = f' class="{cls}"' if cls else ' fill="#555"'
+        return (
+            f'<text x="{tx}" y="{ty}" text-anchor="{anchor}" font-size="11"{klass}>'
+            f"{html.escape(words)}</text>"
+        )
+
+    split = gain.split
+    interval = f"[{low:+.3f}, {high:+.3f}]"
+    test_label = f"{split} {est:+.3f} {interval}, n = {gain.n}"
+    described = f"{split} gain {est:+.3f}, 95% interval {low:+.3f} to {high:+.3f}, against 0"
+    if val is not None:
+        described += f"; val gain {val:+.3f} (chose the best)"
+    height = _GAIN_AXIS + 22
+    parts = [
+        f'<svg class="gain-plot" role="img" aria-label="{html.escape(described)}" '
+        f'width="{_GAIN_WIDTH}" height="{height}" viewBox="0 0 {_GAIN_WIDTH} {height}">',
+        f"<title>{html.escape(described)}</title>",
+    ]
+    ticks, decimals = _ticks(lo, hi)
+    axis = _GAIN_AXIS
+    parts.append(
+        f'<line x1="{_GAIN_LABELS}" y1="{axis}" x2="{_GAIN_RIGHT}" y2="{axis}" stroke="{_GREY}"/>'
+    )
+    for t in ticks:
+        tx = x(t)
+        parts.append(f'<line x1="{tx}" y1="{axis}" x2="{tx}" y2="{axis + 4}" stroke="{_GREY}"/>')
+        label = "0" if t == 0 else f"{t:+.{decimals}f}"
+        parts.append(text(tx, axis + 16, label, anchor="middle"))
+    zero = x(0.0)
+    parts.append(
+        f'<line class="zero" x1="{zero}" y1="6" x2="{zero}" y2="{axis}" stroke="{_GREY}" '
+        'stroke-dasharray="4 3"/>'
+    )
+    # Row 1: the test estimate and its interval (caps at both ends).
+    y1 = _GAIN_ROW - 6
+    parts.append(text(4, y1 + 4, test_label, cls="test"))
+    if high > low:
+        parts.append(
+            f'<line class="interval" x1="{x(low)}" y1="{y1}" x2="{x(high)}" y2="{y1}" '
+            f'stroke="{_BLUE}" stroke-width="3"/>'
+        )
+        for end in (low, high):
+            parts.append(
+                f'<line x1="{x(end)}" y1="{y1 - 6}" x2="{x(end)}" y2="{y1 + 6}" '
+                f'stroke="{_BLUE}" stroke-width="2"/>'
+            )
+    parts.append(f'<circle class="estimate" cx="{x(est)}" cy="{y1}" r="5" fill="{_BLUE}"/>')
+    # Row 2: the val gain, which chose the best (an open diamond: a figure, not a confirmation).
+    if val is not None:
+        y2 = y1 + _GAIN_ROW
+        vx = x(val)
+        parts.append(text(4, y2 + 4, f"val (chose the best) {val:+.3f}", cls="val"))
+        parts.append(
+            f'<path class="val-marker" d="M{vx} {y2 - 6} L{vx + 6} {y2} L{vx} {y2 + 6} '
+            f'L{vx - 6} {y2} Z" fill="#fff" stroke="{_ORANGE}" stroke-width="2"/>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
