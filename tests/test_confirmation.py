@@ -232,3 +232,26 @@ def test_the_default_selection_is_said(tmp_path, scripted_server, capsys):
     project = _project(tmp_path, scripted_server.url, test=False)
     assert main(["-C", str(project), "run"]) == 0
     assert "selection: val (gepa's): the val items chose the best" in capsys.readouterr().out
+
+
+def test_a_run_that_kept_the_seed_says_there_is_no_gain(tmp_path, scripted_server, capsys):
+    """A reflection that proposes nothing better: the best is the seed, and the headline says
+    so rather than a "no difference detected" between a candidate and itself."""
+
+    def stuck(body):
+        user = body["messages"][-1]["content"]
+        if is_reflection(user):
+            return reply("```\nTell the user about the country, at length.\n```")
+        return reply("A country with a long history.")
+
+    scripted_server.responder = stuck
+    project = _project(tmp_path, scripted_server.url)
+    assert main(["-C", str(project), "run"]) == 0
+    out = capsys.readouterr().out
+    s = _summary(project)
+    assert s.best is not None and s.seed is not None and s.best.id == s.seed.id
+    assert s.confirmation == {"state": "done", "items": 6, "calls": 6}  # the seed once
+    assert (
+        "Gain: none: the best is the seed (no candidate beat it on val); its test score "
+        "0.000 on 6 test items" in out
+    )

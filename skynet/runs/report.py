@@ -696,6 +696,14 @@ def _selection_line(s: RunSummary) -> str:
 
 def _gain_lines(s: RunSummary) -> list[str]:
     assert s.seed is not None and s.best is not None
+    if s.best.id == s.seed.id:
+        test = "" if s.seed.test_score is None else f"; its test score {s.seed.test_score:.3f}"
+        return [
+            "Gain: none: the best is the seed (no candidate beat it on val)"
+            f"{test} on {s.test_items} test items"
+            if s.test_items
+            else "Gain: none: the best is the seed (no candidate beat it on val)"
+        ]
     pair = s.paired.get(VAL)
     val = None if pair is None else pair.change
     val_text = "-" if val is None else f"{val:+.3f}"
@@ -1101,7 +1109,8 @@ def overview_html(summary: RunSummary, *, item_by_item: Sequence[str] = ()) -> l
     if headline:
         body.append('<p class="gain"><b>' + _h(headline[0]) + "</b></p>")
         body += [f"<p>{_h(line.strip())}</p>" for line in headline[1:]]
-        if s.gain is not None and s.gain.estimate is not None:
+        kept_seed = s.seed is not None and s.best is not None and s.best.id == s.seed.id
+        if s.gain is not None and s.gain.estimate is not None and not kept_seed:
             body.append(gain_svg(s.gain))
 
     if _evaluation_only(s):
