@@ -255,3 +255,21 @@ def test_a_run_that_kept_the_seed_says_there_is_no_gain(tmp_path, scripted_serve
         "Gain: none: the best is the seed (no candidate beat it on val); its test score "
         "0.000 on 6 test items" in out
     )
+
+
+def test_a_run_recorded_before_the_confirmation_still_shows(tmp_path):
+    """runs_v1.db (the first schema): no confirmation note, no test items: the headline says
+    there is no test split, and the JSON summary has a null gain."""
+    import shutil
+
+    from skynet.runs.report import render_text, summary_json
+
+    path = tmp_path / "runs.db"
+    shutil.copy(Path(__file__).parent / "fixtures" / "runs_v1.db", path)
+    with RunStore(path) as store:
+        s = summarize(store, "20260101-120000-0a1b")
+    text = render_text(s)
+    assert f"Gain: +0.500 on val; {NO_TEST_SPLIT}" in text
+    document = summary_json(s)
+    assert document["gain"] is None and document["confirmation"] == {}
+    assert document["metric_calls"] == {"search": 4, "confirmation": 0, "max": 10}
