@@ -344,8 +344,8 @@ def _runs_gain_lines(store: Any, c: Any) -> list[str]:
     the test items both were evaluated on (the same item id in both runs), each run counted
     under its own metric as its report counts it. A run with no best (an evaluation-only run)
     stands by the candidate the comparison shows for it."""
-    from skynet.gain import paired_gain, paired_scores
-    from skynet.mean import Outcome
+    from skynet.gain import paired_gain
+    from skynet.mean import Outcome, paired_scores
     from skynet.runs.report import TEST
 
     def outcomes(s: Any, shown: Any) -> dict[str, Outcome]:

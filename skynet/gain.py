@@ -25,8 +25,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from skynet.mean import Outcome, counted_score
-
 __all__ = [
     "BETTER",
     "NO_DIFFERENCE",
@@ -35,7 +33,6 @@ __all__ = [
     "detectable_gain",
     "items_needed",
     "paired_gain",
-    "paired_scores",
     "split_notes",
 ]
 
@@ -115,24 +112,6 @@ class Gain:
 
 def _p(value: float) -> str:
     return "< 0.001" if value < 0.001 else f"{value:.3f}"
-
-
-def paired_scores(
-    a: Mapping[str, Outcome], b: Mapping[str, Outcome]
-) -> tuple[list[str], list[float], list[float]]:
-    """The items both have a counted score on (skynet.mean.counted_score), in a's order, and
-    each side's scores on them."""
-    items, xs, ys = [], [], []
-    for item, outcome in a.items():
-        other = b.get(item)
-        if other is None:
-            continue
-        x, y = counted_score(outcome), counted_score(other)
-        if x is not None and y is not None:
-            items.append(item)
-            xs.append(float(x))
-            ys.append(float(y))
-    return items, xs, ys
 
 
 def detectable_gain(n: int, *, variance: float = _UNKNOWN_BINARY_VARIANCE) -> float | None:

@@ -28,6 +28,7 @@ __all__ = [
     "mean_of",
     "mean_of_results",
     "paired",
+    "paired_scores",
 ]
 
 UNKNOWN = "unknown"  # an error recorded without a kind (older records)
@@ -140,23 +141,33 @@ class Paired:
         return None if self.a is None or self.b is None else self.b - self.a
 
 
-def paired(a: Mapping[str, Outcome], b: Mapping[str, Outcome]) -> Paired:
-    """a and b compared only on the items where both have a counted score: an item left out
-    for one (a metric, model or network fault) is left out for both, so a fault on the items a
-    candidate cannot answer never lifts it above a rival that answered them."""
-    pairs = []
+def paired_scores(
+    a: Mapping[str, Outcome], b: Mapping[str, Outcome]
+) -> tuple[list[str], list[float], list[float]]:
+    """The items both have a counted score on (counted_score), in a's order, and each side's
+    scores on them: an item left out for one (a metric, model or network fault) is left out for
+    both."""
+    items, xs, ys = [], [], []
     for item, outcome in a.items():
         other = b.get(item)
         if other is None:
             continue
         x, y = counted_score(outcome), counted_score(other)
         if x is not None and y is not None:
-            pairs.append((x, y))
-    if not pairs:
+            items.append(item)
+            xs.append(float(x))
+            ys.append(float(y))
+    return items, xs, ys
+
+
+def paired(a: Mapping[str, Outcome], b: Mapping[str, Outcome]) -> Paired:
+    """a and b compared only on the items where both have a counted score (paired_scores), so a
+    fault on the items a candidate cannot answer never lifts it above a rival that answered
+    them."""
+    _, xs, ys = paired_scores(a, b)
+    if not xs:
         return Paired(None, None, 0)
-    return Paired(
-        sum(x for x, _ in pairs) / len(pairs), sum(y for _, y in pairs) / len(pairs), len(pairs)
-    )
+    return Paired(sum(xs) / len(xs), sum(ys) / len(ys), len(xs))
 
 
 def choose_best(

@@ -27,8 +27,8 @@ from skynet.engine import (
 )
 from skynet.errors import BudgetExhausted, ConfigError, ContractError, RunAborted, SkynetError
 from skynet.evaluation import Evaluation, Result
-from skynet.gain import Gain, paired_gain, paired_scores
-from skynet.mean import Mean, Outcome, mean_of_results
+from skynet.gain import Gain, paired_gain
+from skynet.mean import Mean, Outcome, mean_of_results, paired_scores
 from skynet.measure import TESTING, Observation, scoring
 from skynet.models import Models, configure
 from skynet.runs import EVALUATION, RunStore

@@ -20,17 +20,28 @@ CAPITAL = dict(COUNTRIES)
 BETTER = "Name the capital city of the country."
 
 
-def task_responder(body):
-    """The scripted model: names the capital only when the instruction asks for it."""
-    messages = body["messages"]
-    system = next((m["content"] for m in messages if m["role"] == "system"), "")
-    user = messages[-1]["content"]
-    if is_reflection(user):
-        return reply(f"```\n{BETTER}\n```")
-    country = user.removeprefix("Country: ").strip()
-    if "capital" in system.lower():
-        return reply(f"The capital of {country} is {CAPITAL.get(country, '?')}.", latency_s=0.01)
-    return reply(f"{country} is a country with a long history.", latency_s=0.01)
+def capital_responder(knows=lambda country: True):
+    """A scripted model that names the capital when the instruction asks for it and it
+    `knows(country)`; its reflection proposes that instruction."""
+
+    def respond(body):
+        messages = body["messages"]
+        system = next((m["content"] for m in messages if m["role"] == "system"), "")
+        user = messages[-1]["content"]
+        if is_reflection(user):
+            return reply(f"```\n{BETTER}\n```")
+        country = user.removeprefix("Country: ").strip()
+        if "capital" in system.lower() and knows(country):
+            return reply(
+                f"The capital of {country} is {CAPITAL.get(country, '?')}.", latency_s=0.01
+            )
+        return reply(f"{country} is a country with a long history.", latency_s=0.01)
+
+    return respond
+
+
+# The scripted model: names the capital only when the instruction asks for it.
+task_responder = capital_responder()
 
 
 def make_project(root: Path, server_url: str, *, budget: int = 40, concurrency: int = 2) -> Path:

@@ -13,7 +13,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from projects import BETTER, CAPITAL, COUNTRIES, make_project
+from projects import BETTER, COUNTRIES, capital_responder, make_project
 
 from skynet.cli import main
 from skynet.runs import RunStore
@@ -25,26 +25,15 @@ TRAIN, VAL, TEST = COUNTRIES[:6], COUNTRIES[6:10], COUNTRIES[10:]
 SEEN = {country for country, _ in TRAIN + VAL}
 
 
-def _responder(knows):
-    def respond(body):
-        messages = body["messages"]
-        system = next((m["content"] for m in messages if m["role"] == "system"), "")
-        user = messages[-1]["content"]
-        if is_reflection(user):
-            return reply(f"```\n{BETTER}\n```")
-        country = user.removeprefix("Country: ").strip()
-        if "capital" in system.lower() and knows(country):
-            return reply(f"The capital of {country} is {CAPITAL[country]}.")
-        return reply(f"{country} is a country with a long history.")
-
-    return respond
+TRANSFERS = capital_responder()
+OVERFITS = capital_responder(lambda country: country in SEEN)
 
 
-TRANSFERS = _responder(lambda country: True)
-OVERFITS = _responder(lambda country: country in SEEN)
-
-
-def _project(tmp_path: Path, url: str, *, test: bool = True, extra: str = "") -> Path:
+def _project(
+    tmp_path: Path, url: str, *, test: bool = True, budget: str = "", engine: str = ""
+) -> Path:
+    """The capitals project on 6 train / 4 val / 6 test items (no test: without them), with
+    `budget` and `engine` lines added to those tables."""
     project = make_project(tmp_path / "p", url, budget=30)
     rows = [(c, cap, "train") for c, cap in TRAIN] + [(c, cap, "val") for c, cap in VAL]
     rows += [(c, cap, "test") for c, cap in TEST] if test else []
@@ -52,9 +41,13 @@ def _project(tmp_path: Path, url: str, *, test: bool = True, extra: str = "") ->
         for i, (country, capital, split) in enumerate(rows):
             row = {"id": f"c{i}", "country": country, "capital": capital, "split": split}
             f.write(json.dumps(row) + "\n")
-    if extra:
-        with open(project / "skynet.toml", "a") as f:
-            f.write(extra)
+    toml = project / "skynet.toml"
+    text = toml.read_text()
+    if budget:
+        text = text.replace("max_metric_calls = 30", f"max_metric_calls = 30\n{budget}")
+    if engine:
+        text = text.replace('name = "gepa"', f'name = "gepa"\n{engine}')
+    toml.write_text(text)
     return project
 
 
@@ -116,11 +109,7 @@ def test_no_test_split_is_said(tmp_path, scripted_server, capsys):
 
 def test_confirm_false_turns_it_off_and_says_so(tmp_path, scripted_server, capsys):
     scripted_server.responder = TRANSFERS
-    project = _project(tmp_path, scripted_server.url)
-    text = (project / "skynet.toml").read_text()
-    (project / "skynet.toml").write_text(
-        text.replace("max_metric_calls = 30", "max_metric_calls = 30\nconfirm = false")
-    )
+    project = _project(tmp_path, scripted_server.url, budget="confirm = false")
     assert main(["-C", str(project), "run"]) == 0
     out = capsys.readouterr().out
     s = _summary(project)
@@ -134,11 +123,7 @@ def test_confirm_false_turns_it_off_and_says_so(tmp_path, scripted_server, capsy
 
 
 def test_a_string_for_confirm_is_refused_in_one_line(tmp_path, scripted_server, capsys):
-    project = _project(tmp_path, scripted_server.url)
-    text = (project / "skynet.toml").read_text()
-    (project / "skynet.toml").write_text(
-        text.replace("max_metric_calls = 30", 'max_metric_calls = 30\nconfirm = "yes"')
-    )
+    project = _project(tmp_path, scripted_server.url, budget='confirm = "yes"')
     assert main(["-C", str(project), "check"]) == 2
     err = capsys.readouterr().err
     assert "confirm" in err and "true or false" in err and "Traceback" not in err
@@ -149,13 +134,9 @@ def test_the_search_cannot_spend_the_confirmations_money(tmp_path, scripted_serv
     reflection call that the limit alone would let through is refused for it, and the
     confirmation still scores every test item within the limit."""
     scripted_server.responder = TRANSFERS
-    project = _project(tmp_path, scripted_server.url)
     # Prices $1 / $2 per million tokens: a task call's worst case is about $0.0007 (256 output
     # tokens), 12 of them about $0.008 set aside; a reflection call's about $0.01 (4,096).
-    text = (project / "skynet.toml").read_text()
-    (project / "skynet.toml").write_text(
-        text.replace("max_metric_calls = 30", "max_metric_calls = 30\nmax_cost_usd = 0.012")
-    )
+    project = _project(tmp_path, scripted_server.url, budget="max_cost_usd = 0.012")
     assert main(["-C", str(project), "run"]) == 0
     err = capsys.readouterr().err
     assert "of max_cost_usd set aside for the confirmation" in err
@@ -169,11 +150,8 @@ def test_the_search_cannot_spend_the_confirmations_money(tmp_path, scripted_serv
 
 
 # -- [engine] select = "holdout" ------------------------------------------------------------------
-def _holdout(project: Path, top: int = 2) -> None:
-    text = (project / "skynet.toml").read_text()
-    (project / "skynet.toml").write_text(
-        text.replace('name = "gepa"', f'name = "gepa"\nselect = "holdout"\nselect_top = {top}')
-    )
+def _holdout(top: int = 2) -> str:
+    return f'select = "holdout"\nselect_top = {top}'
 
 
 def test_the_selection_split_is_carved_from_val_by_a_seeded_hash():
@@ -194,8 +172,7 @@ def test_holdout_selection_chooses_the_best_on_items_the_search_did_not_see(
     tmp_path, scripted_server, capsys
 ):
     scripted_server.responder = TRANSFERS
-    project = _project(tmp_path, scripted_server.url)
-    _holdout(project)
+    project = _project(tmp_path, scripted_server.url, engine=_holdout())
     assert main(["-C", str(project), "run"]) == 0
     captured = capsys.readouterr()
     assert "on 2 held-out selection items" in captured.err
@@ -220,8 +197,8 @@ def test_holdout_selection_refuses_a_budget_it_cannot_fit_in_one_line(
     tmp_path, scripted_server, capsys
 ):
     scripted_server.responder = TRANSFERS
-    project = _project(tmp_path, scripted_server.url)
-    _holdout(project, top=20)  # 21 candidates x 2 selection items = 42 > 30
+    # 21 candidates x 2 selection items = 42 > 30
+    project = _project(tmp_path, scripted_server.url, engine=_holdout(top=20))
     assert main(["-C", str(project), "run"]) == 2
     err = capsys.readouterr().err
     assert 'too small for [engine] select = "holdout"' in err and "Traceback" not in err

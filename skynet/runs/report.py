@@ -28,8 +28,8 @@ from typing import Any
 
 from skynet.contract import STDOUT_KEY
 from skynet.evaluation import CANDIDATE_ERROR
-from skynet.gain import Gain, paired_gain, paired_scores
-from skynet.mean import Mean, Paired, beside, mean_of, paired
+from skynet.gain import Gain, paired_gain
+from skynet.mean import Mean, Paired, beside, mean_of, paired, paired_scores
 from skynet.models.ledger import LedgerTotals
 from skynet.packages import ReportSection, ReportView
 from skynet.runs.store import EVALUATION, CandidateRow, EvaluationRow, RunRow, RunStore
