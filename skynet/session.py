@@ -738,6 +738,13 @@ class RunSession:
             stopped_by=stopped_by,
         )
 
+    def _each(self, jobs: Sequence[tuple[Any, ...]], do: Callable[..., Any], *, name: str) -> list:
+        """do(*job) for every job, [engine] concurrency at once (after the engine: the
+        selection and the confirmation); the results in the jobs' order."""
+        workers = max(1, min(self.cfg.engine.concurrency, len(jobs)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name) as pool:
+            return list(pool.map(lambda job: do(*job), jobs))
+
     def _select_on_holdout(self, engine_best: Candidate) -> Candidate:
         """[engine] select = "holdout": the seed and the top candidates by val score (up to
         select_top; the engine's choice always among them) scored on the selection items, and
@@ -783,9 +790,7 @@ class RunSession:
                 outcomes.setdefault(cid, {})[item.id] = (result.score, result.error_kind, result.ok)
 
         jobs = [(cid, item) for cid in pool for item in self.selection]
-        workers = max(1, min(self.cfg.engine.concurrency, len(jobs)))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="select") as pool_:
-            list(pool_.map(lambda job: one(*job), jobs))
+        self._each(jobs, one, name="select")
         scored = {
             cid: outcomes[cid] for cid in pool if len(outcomes.get(cid, {})) == len(self.selection)
         }
@@ -858,9 +863,7 @@ class RunSession:
         for cid, candidate in sides:
             self.store.add_candidate(self.run_id, cid, candidate)
         jobs = [(cid, candidate, item) for cid, candidate in sides for item in test]
-        workers = max(1, min(self.cfg.engine.concurrency, len(jobs)))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="confirm") as pool:
-            made = sum(pool.map(lambda job: one(*job), jobs))
+        made = sum(self._each(jobs, one, name="confirm"))
         note: dict[str, Any] = {
             "state": "stopped" if stopped_by else "done",
             "items": len(test),
