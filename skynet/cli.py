@@ -568,7 +568,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not against:
         return EXIT_OK
     (label_a, a), (label_b, b) = done
-    gain = gain_over(a, b)
+    gain = gain_over(a, b, project=project)
     print(f"{printable(label_a)} minus {printable(label_b)} on {args.split}: {gain.describe()}")
     if gain.a_mean is not None and gain.b_mean is not None:
         # gain_over's Gain is "b minus a" with the sides swapped: b_mean is A's.

@@ -17,6 +17,7 @@ and a project with `metric = "my-scorer"` builds its metric through PACKAGE.metr
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -27,9 +28,17 @@ if TYPE_CHECKING:
     from skynet.config import Config
     from skynet.contract import Metric
     from skynet.data import Dataset
+    from skynet.gain import Gain
     from skynet.runs.store import EvaluationRow, RunRow
 
-__all__ = ["ReportSection", "ReportView", "ScorerPackage", "add_commands", "package_for"]
+__all__ = [
+    "ReportSection",
+    "ReportView",
+    "ScorerPackage",
+    "add_commands",
+    "package_for",
+    "package_gain",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,6 +111,36 @@ class ScorerPackage(Protocol):
     def report(self, view: ReportView) -> ReportSection | None:
         """The package's section of the run report, or None for none."""
         ...
+
+
+def package_gain(
+    config: Mapping[str, Any],
+    project_dir: Path | None,
+    a: list[float],
+    b: list[float],
+    *,
+    split: str,
+    val_estimate: float | None,
+) -> Gain | None:
+    """The gain of b over a (one item's scores at each index) as the run's scorer package
+    measures it, or None for the plain paired one (skynet.gain.paired_gain).
+
+    A package whose scores carry a known error (the judge: its validation record) corrects
+    the gain for it through an optional method `gain(config, project_dir, a, b, *, split,
+    val_estimate)` (config: the run's config as recorded); packages without one are left to
+    the plain figure.
+    """
+    from skynet.errors import ConfigError
+
+    name = (config.get("metric") or {}).get("name")
+    try:
+        package = package_for(name if isinstance(name, str) else None)
+    except ConfigError:  # said in the package's report section
+        return None
+    measure = getattr(package, "gain", None)
+    if measure is None:
+        return None
+    return measure(config, project_dir, a, b, split=split, val_estimate=val_estimate)
 
 
 def package_for(metric_name: str | None) -> ScorerPackage | None:

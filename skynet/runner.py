@@ -564,9 +564,10 @@ def eval_targets(
     return (following, leading) if names else (leading, following)
 
 
-def gain_over(a: EvaluationOutcome, b: EvaluationOutcome) -> Gain:
+def gain_over(a: EvaluationOutcome, b: EvaluationOutcome, *, project: Project) -> Gain:
     """a minus b on their split, paired by item (skynet.gain): an item left out for one side (a
-    metric or model fault) is left out for both.
+    metric or model fault) is left out for both. A scorer package that corrects for its own
+    error (the judge) measures it (skynet.packages.package_gain).
 
     The Gain is "b minus a" in its own terms, called with the sides swapped: its `b_mean` is
     a's mean and its `a_mean` is b's, over the items both counted.
@@ -575,8 +576,18 @@ def gain_over(a: EvaluationOutcome, b: EvaluationOutcome) -> Gain:
     def outcomes(done: EvaluationOutcome) -> dict[str, Outcome]:
         return {r.item_id: (r.score, r.error_kind, r.ok) for r in done.results}
 
+    from skynet.packages import package_gain
+
     _, theirs, mine = paired_scores(outcomes(b), outcomes(a))
-    return paired_gain(theirs, mine, split=a.split)
+    corrected = package_gain(
+        project.config.as_dict(),
+        project.dir,
+        list(theirs),
+        list(mine),
+        split=a.split,
+        val_estimate=None,
+    )
+    return corrected or paired_gain(theirs, mine, split=a.split)
 
 
 def evaluation_run(project: Project) -> str:

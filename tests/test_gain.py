@@ -20,6 +20,7 @@ from skynet.gain import (
     Gain,
     detectable_gain,
     items_needed,
+    judge_gain,
     paired_gain,
     split_notes,
 )
@@ -254,6 +255,92 @@ def test_as_dict_from_dict_round_trip():
         "a_mean",
         "b_mean",
         "val_estimate",
+        "raw_estimate",
     }
     assert Gain.from_dict(data) == gain
     assert Gain.from_dict({**data, "a_field_from_a_newer_skynet": 1}) == gain
+
+
+# --------------------------------------------------------------------------------------------
+# A judge's gain: its decisions err (tpr, tnr < 1); the labelled items measure how much.
+
+
+def _judged(rng: np.random.Generator, truth: np.ndarray, tpr: float, tnr: float) -> np.ndarray:
+    """A judge's 0/1 decisions on outputs whose true rightness is `truth`."""
+    u = rng.random(len(truth))
+    return np.where(truth == 1, u < tpr, u >= tnr).astype(float)
+
+
+def _judge_sample(rng, n: int, labelled: int, *, tpr=0.9, tnr=0.85, real=_REAL):
+    seed, best = _binary(rng, n, **real)
+    human = (rng.random(labelled) < 0.55).astype(float)
+    pairs = list(zip(_judged(rng, human, tpr, tnr) == 1, human == 1, strict=True))
+    return _judged(rng, seed, tpr, tnr), _judged(rng, best, tpr, tnr), pairs
+
+
+@pytest.mark.parametrize(("n", "labelled"), [(26, 30), (40, 40), (100, 60)])
+def test_the_judge_corrected_interval_covers_the_true_gain_95_percent_of_the_time(n, labelled):
+    """In true accuracy: the judge (tpr 0.9, tnr 0.85) sees a gain of 0.3 as 0.225; the
+    corrected interval covers 0.3, where the judge's own interval mostly would not."""
+    rng = np.random.default_rng(27)
+    covered = raw_covered = 0
+    for _ in range(SAMPLES):
+        a, b, pairs = _judge_sample(rng, n, labelled)
+        gain = judge_gain(a, b, pairs, split="test")
+        covered += gain.low <= 0.3 <= gain.high
+        raw = paired_gain(a, b, split="test")
+        raw_covered += raw.low <= 0.3 <= raw.high
+    assert 0.93 <= covered / SAMPLES <= 0.975, covered / SAMPLES
+    assert raw_covered < covered
+
+
+def test_no_true_gain_under_a_judge_is_rarely_called_better():
+    rng = np.random.default_rng(27)
+    better = sum(
+        judge_gain(*_judge_sample(rng, 40, 40, real=_NULL), split="test").verdict == BETTER
+        for _ in range(SAMPLES)
+    )
+    assert better / SAMPLES <= 0.035, better / SAMPLES
+
+
+def test_judge_gain_by_hand():
+    # 10 items: the judge passes the best on 6 more than the seed, fails it on 1 more; labels:
+    # 8 right (the judge passes 6: tpr 0.75), 4 wrong (it fails 3: tnr 0.75). J = 0.5.
+    a = [0.0] * 7 + [1.0] * 3
+    b = [1.0] * 6 + [0.0] + [1.0, 1.0, 0.0]
+    pairs = [(True, True)] * 6 + [(False, True)] * 2 + [(False, False)] * 3 + [(True, False)]
+    gain = judge_gain(a, b, pairs, split="test")
+    raw = paired_gain(a, b, split="test")
+    assert raw.estimate == pytest.approx(0.5) and gain.raw_estimate == pytest.approx(0.5)
+    assert gain.estimate == pytest.approx(min(1.0, 0.5 / 0.5))
+    assert gain.p_value == raw.p_value == pytest.approx(stats.binomtest(6, 7).pvalue)
+    d = np.asarray(b) - np.asarray(a)
+    var_j = 0.75 * 0.25 / 8 + 0.75 * 0.25 / 4
+    half = stats.t.ppf(0.975, 9) * math.sqrt(d.var(ddof=1) / 10 / 0.25 + 1.0 * var_j / 0.25)
+    assert gain.low == pytest.approx(1.0 - half) and gain.high == 1.0
+    # Each side in true accuracy: (q + tnr - 1) / J, within [0, 1].
+    assert gain.a_mean == pytest.approx((0.3 + 0.75 - 1) / 0.5)
+    assert gain.b_mean == 1.0  # (0.8 - 0.25) / 0.5 = 1.1, clipped
+    assert "tpr + tnr - 1 = 0.75 + 0.75 - 1 = 0.50 (12 labelled items)" in gain.method
+
+
+@pytest.mark.parametrize(
+    ("pairs", "why"),
+    [
+        ([(True, True)] * 5, "no wrong output among the labelled items"),
+        ([(False, False)] * 5, "no right output among the labelled items"),
+        ([(False, True), (True, False)] * 3, "no better than chance on its labels"),
+    ],
+    ids=["all-right", "all-wrong", "chance"],
+)
+def test_a_judge_whose_error_cannot_be_measured_keeps_its_own_figure(pairs, why):
+    a, b = [0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 0.0]
+    gain = judge_gain(a, b, pairs, split="test")
+    raw = paired_gain(a, b, split="test")
+    assert gain.estimate == raw.estimate and gain.low == raw.low and gain.raw_estimate is None
+    assert "the judge's error not corrected (" in gain.method and why in gain.method
+
+
+def test_judge_gain_refuses_graded_scores():
+    with pytest.raises(ValueError, match="must be 0 or 1"):
+        judge_gain([0.5, 0.2], [0.7, 0.9], [(True, True), (False, False)], split="test")

@@ -10,6 +10,7 @@ through the registry only.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from skynet.config import Config
     from skynet.contract import Metric
     from skynet.data import Dataset
+    from skynet.gain import Gain
     from skynet.packages import ReportSection, ReportView
 
 __all__ = ["PACKAGE", "JudgePackage", "JudgeSection", "JudgeThresholdsConfig"]
@@ -46,6 +48,22 @@ class JudgePackage:
         from skynet.judge.report import judge_section
 
         return judge_section(view)
+
+    def gain(
+        self,
+        config: Mapping[str, Any],
+        project_dir: Path | None,
+        a: list[float],
+        b: list[float],
+        *,
+        split: str,
+        val_estimate: float | None,
+    ) -> Gain:
+        """The gain in true accuracy: the judge's paired gain corrected for the error its
+        validation record measured (skynet.gain.judge_gain)."""
+        from skynet.judge.report import judge_gain_section
+
+        return judge_gain_section(config, project_dir, a, b, split=split, val_estimate=val_estimate)
 
 
 PACKAGE = JudgePackage()

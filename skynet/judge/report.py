@@ -4,16 +4,19 @@ validation record."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from skynet.errors import SkynetError
 from skynet.packages import ReportSection, ReportView
 
 if TYPE_CHECKING:
+    from skynet.gain import Gain
     from skynet.scorers.judge import JudgeValidation
 
-__all__ = ["judge_section"]
+__all__ = ["judge_gain_section", "judge_section"]
 
 TITLE = (
     "Judge accuracy: the judge's raw figure and PPI-corrected (labelled set: its validation record)"
@@ -25,26 +28,54 @@ IID = (
 )
 
 
-def _record(view: ReportView) -> tuple[JudgeValidation | None, str]:
+def _record(
+    config: Mapping[str, Any], project_dir: Path | None
+) -> tuple[JudgeValidation | None, str]:
     """The run's judge validation record (the path its [judge] section names), or why none."""
     from skynet.scorers.judge import JudgeValidation
 
-    if view.project_dir is None:
-        return None, "no PPI-corrected accuracy: the run has no project folder to read it from"
-    section = view.run.config.get("judge") or {}
+    if project_dir is None:
+        return None, "the run has no project folder to read it from"
+    section = config.get("judge") or {}
     path = Path(section.get("validation") or "judge-validation.json")
     if not path.is_absolute():
-        path = view.project_dir / path
+        path = project_dir / path
     try:
         return JudgeValidation.load(path), ""
     except SkynetError as exc:
-        return None, f"no PPI-corrected accuracy: {exc}"
+        return None, str(exc)
+
+
+def judge_gain_section(
+    config: Mapping[str, Any],
+    project_dir: Path | None,
+    a: list[float],
+    b: list[float],
+    *,
+    split: str,
+    val_estimate: float | None,
+) -> Gain:
+    """b over a in true accuracy: the judge's decisions (a score of 1 is a pass) corrected for
+    its error on the validation record's labelled items (skynet.gain.judge_gain). Without a
+    record, or with scores that are not 0/1, the judge's own paired gain, its method saying why
+    it is not corrected."""
+    from skynet.gain import judge_gain, paired_gain
+
+    raw = paired_gain(a, b, split=split, val_estimate=val_estimate)
+    record, note = _record(config, project_dir)
+    if record is None:
+        return replace(raw, method=f"{raw.method}; the judge's error not corrected ({note})")
+    if not raw.method.startswith("McNemar"):
+        return replace(
+            raw, method=f"{raw.method}; the judge's error not corrected (scores are not 0/1)"
+        )
+    return judge_gain(a, b, record.pairs, split=split, val_estimate=val_estimate)
 
 
 def judge_section(view: ReportView) -> ReportSection:
     from skynet.scorers.ppi import judge_ppi
 
-    record, note = _record(view)
+    record, note = _record(view.run.config, view.project_dir)
     rows: list[tuple[str, ...]] = []
     notes: list[str] = []
     if record is not None:
@@ -84,7 +115,7 @@ def judge_section(view: ReportView) -> ReportSection:
                     )
                 )
     else:
-        notes.append(f"note: {note}")
+        notes.append(f"note: no PPI-corrected accuracy: {note}")
     return ReportSection(
         title=TITLE,
         header=HEADER,

@@ -31,7 +31,7 @@ from skynet.evaluation import CANDIDATE_ERROR
 from skynet.gain import Gain, paired_gain
 from skynet.mean import Mean, Paired, beside, mean_of, paired, paired_scores
 from skynet.models.ledger import LedgerTotals
-from skynet.packages import ReportSection, ReportView
+from skynet.packages import ReportSection, ReportView, package_gain
 from skynet.runs.store import EVALUATION, CandidateRow, EvaluationRow, RunRow, RunStore
 from skynet.terminal import printable, wrap
 from skynet.view.plots import curve_svg, gain_svg
@@ -403,9 +403,6 @@ def summarize(
         for split, ref in ((VAL, val_ref), (TEST, test_ref))
         if seed is not None and best is not None and ref
     }
-    gain = None
-    if seed is not None and best is not None and test_ref:
-        gain = _gain(evals, seed, best, test_ref, val=pairs.get(VAL))
     confirmation = run.notes.get("confirmation")
     view = ReportView(
         run=run,
@@ -414,6 +411,9 @@ def summarize(
         shown=[("baseline", seed.id if seed else None), ("best", best.id if best else None)],
         items={VAL: val_ref, TEST: test_ref},
     )
+    gain = None
+    if seed is not None and best is not None and test_ref:
+        gain = _gain(view, seed, best, test_ref, val=pairs.get(VAL))
     return RunSummary(
         run=run,
         metric_hash=chosen,
@@ -463,20 +463,26 @@ def _paired(
 
 
 def _gain(
-    evals: list[EvaluationRow],
+    view: ReportView,
     seed: CandidateSummary,
     best: CandidateSummary,
     reference: set[str],
     *,
     val: Paired | None,
 ) -> Gain | None:
-    """The best against the seed on the test items both have counted (skynet.gain); None
+    """The best against the seed on the test items both have counted (skynet.gain), as the
+    run's scorer package measures it when it corrects for its own error (the judge); None
     when either has no test evaluation."""
+    evals = view.evaluations
     mine, theirs = _outcomes(evals, seed.id, reference), _outcomes(evals, best.id, reference)
     if not mine or not theirs:
         return None
     _, a, b = paired_scores(mine, theirs)
-    return paired_gain(a, b, split=TEST, val_estimate=None if val is None else val.change)
+    val_estimate = None if val is None else val.change
+    corrected = package_gain(
+        view.run.config, view.project_dir, list(a), list(b), split=TEST, val_estimate=val_estimate
+    )
+    return corrected or paired_gain(a, b, split=TEST, val_estimate=val_estimate)
 
 
 SUMMARY_SCHEMA = 1
@@ -711,6 +717,13 @@ def _gain_lines(s: RunSummary) -> list[str]:
     g = s.gain
     if g is not None and g.n > 0:
         lines = [f"Gain on held-out test items (best - seed, paired): {g.describe()}"]
+        if g.raw_estimate is not None:
+            lines.append(
+                f"  in true accuracy, the judge's error corrected: the judge's own figure "
+                f"{g.raw_estimate:+.3f}; {g.method}"
+            )
+        elif "judge's error not corrected" in g.method:
+            lines.append(f"  {g.method}")
         if g.val_estimate is not None and g.estimate is not None:
             lines.append(
                 f"  val gain {g.val_estimate:+.3f}, on the items that chose the best (a figure "

@@ -167,3 +167,73 @@ def test_a_judge_that_disagrees_with_people_does_not_pass(project, capsys):
     use_judge(project)
     assert main(["-C", str(project), "check"]) == 2
     assert "accuracy 0.000 is below 0.8" in capsys.readouterr().err
+
+
+def test_a_judge_scored_run_headlines_the_gain_corrected_for_the_judges_error(project, capsys):
+    """With metric = "judge", the run's test gain is in true accuracy: the judge's paired gain
+    divided by its tpr + tnr - 1 on the validation record's labels, the interval widened for
+    that measure's own error (skynet.gain.judge_gain); the judge's own figure stands beside it."""
+    from skynet.gain import judge_gain, paired_gain
+    from skynet.mean import paired_scores
+
+    rows = [json.loads(line) for line in (project / "data.jsonl").read_text().splitlines()]
+    for i, row in enumerate(rows):  # 6 train, 5 val, 5 test items
+        row["split"] = ("train", "val", "test")[i % 3]
+    (project / "data.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert main(["-C", str(project), "run"]) == 0
+    assert main(["-C", str(project), "judge", "collect", "--n", "50", "--seed", "1"]) == 0
+    labels = project / "labels.jsonl"
+    rows = label(labels)
+    # The person disagrees with the (always right) judge on one right and one wrong output: the
+    # judge then errs on the record (tpr, tnr < 1) and still passes its thresholds.
+    flip = [next(i for i, r in enumerate(rows) if r["human"] is want) for want in (True, False)]
+    for i in flip:
+        rows[i]["human"] = not rows[i]["human"]
+    labels.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert main(["-C", str(project), "judge", "validate", "--labels", "labels.jsonl"]) == 0
+    record = JudgeValidation.load(project / "judge-validation.json")
+    assert 0 < record.accuracy < 1
+    use_judge(project)
+    capsys.readouterr()
+    assert main(["-C", str(project), "run"]) == 0
+    shown = capsys.readouterr().out
+
+    store = RunStore(project / ".skynet" / "runs.db")
+    summary = summarize(store, store.latest_run().id, project_dir=project)
+    gain = summary.gain
+    assert gain is not None and gain.n > 0 and summary.best.id != summary.seed.id
+    evals = [e for e in store.evaluations(summary.run.id) if e.split == "test"]
+
+    def outcomes(cid):
+        return {
+            e.item_id: (e.score, e.error_kind, e.error is None)
+            for e in evals
+            if e.candidate_id == cid
+        }
+
+    _, a, b = paired_scores(outcomes(summary.seed.id), outcomes(summary.best.id))
+    raw = paired_gain(a, b, split="test")
+    want = judge_gain(a, b, record.pairs, split="test", val_estimate=gain.val_estimate)
+    assert gain == want and gain.raw_estimate == raw.estimate
+    judge, human = record.judge_decisions, record.human_labels
+    tpr = sum(j and h for j, h in zip(judge, human, strict=True)) / sum(human)
+    tnr = sum(not j and not h for j, h in zip(judge, human, strict=True)) / (
+        len(human) - sum(human)
+    )
+    assert tpr < 1 and tnr < 1
+    assert gain.estimate == pytest.approx(min(1.0, raw.estimate / (tpr + tnr - 1)))
+    assert gain.p_value == raw.p_value  # McNemar on the judge's decisions: exact as it is
+    assert gain.high - gain.low > raw.high - raw.low  # the judge's error widens it
+    assert "the judge's error corrected: the judge's own figure" in shown
+    assert f"{raw.estimate:+.3f}" in shown
+    store.close()
+    capsys.readouterr()
+    assert main(["-C", str(project), "show", "--json"]) == 0
+    shown_json = json.loads(capsys.readouterr().out)
+    assert shown_json["gain"]["raw_estimate"] == raw.estimate
+    # `skynet eval --against` measures the same way: the two sides scored again (cached) on
+    # test, the judge's error corrected.
+    assert main(["-C", str(project), "eval", "--candidate", "best", "--against", "seed"]) == 0
+    said = capsys.readouterr().out
+    assert f"minus seed ({summary.seed.id}) on test: {gain.describe()}" in said
+    assert "tpr + tnr - 1 = " in said
