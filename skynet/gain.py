@@ -240,6 +240,8 @@ def paired_gain(
     if n > 1 and spread > 0.0:
         interval = stats.ttest_1samp(d, 0.0).confidence_interval(LEVEL)
         low, high = float(interval.low), float(interval.high)
+        if binary:  # no difference of 0/1 scores is past 1 either way
+            low, high = max(-1.0, low), min(1.0, high)
     else:
         low = high = estimate  # no spread: every item moved by the same amount
     significant = p_value < 1 - LEVEL
