@@ -320,6 +320,31 @@ class _Plateau:
         return False
 
 
+class _Perfect:
+    """Stops once a candidate scored the metric's top score on every val item: nothing is left
+    to gain on val, and more proposals would only spend reflection and metric calls. The top
+    score is [engine.options] perfect_score; unset, 1.0 (gepa.optimize's default) as long as
+    no val score above 1.0 was seen (a metric on another scale never stops here)."""
+
+    def __init__(self, ctx: EngineContext, perfect: float | None) -> None:
+        self.ctx = ctx
+        self.perfect = perfect
+        self.said = ""
+
+    def __call__(self, gepa_state: Any) -> bool:
+        every = list(getattr(gepa_state, "prog_candidate_val_subscores", []) or [])
+        top = self.perfect
+        if top is None:
+            if any(score > 1.0 for scores in every for score in scores.values()):
+                return False
+            top = 1.0
+        val = len(self.ctx.val)
+        if any(len(s) == val and all(x >= top for x in s.values()) for s in every):
+            self.said = f"the best is perfect on val: score {top:g} on each of the {val} items"
+            return True
+        return False
+
+
 class _Log:
     """GEPA's logger protocol, onto the run's engine log."""
 
@@ -417,6 +442,7 @@ class GepaEngine:
         engine_options = fit_options(engine_options, ctx)
         per_iteration = _tasks_per_iteration(engine_options.get("sampling_strategy"))
         reflection_options: dict[str, Any] = {"reflection_lm": reflector, **options.reflection}
+        perfect = _Perfect(ctx, options.reflection.get("perfect_score"))
         if template.text is not None:
             reflection_options["reflection_prompt_template"] = template.text
         config = GEPAConfig(
@@ -440,6 +466,7 @@ class GepaEngine:
             callbacks=[cast(Any, Verdicts(ctx))],  # gepa calls the methods a callback has
             stop_callbacks=[
                 _BudgetStopper(ctx, reflector),
+                perfect,
                 *([_Plateau(ctx, ctx.patience, per_iteration)] if ctx.patience else []),
             ],
         )
@@ -461,4 +488,5 @@ class GepaEngine:
             parents=[list(p) for p in result.parents],
             val_scores=[float(s) for s in result.val_aggregate_scores],
             metric_calls=int(result.total_metric_calls or 0),
+            stopped_by=perfect.said,
         )

@@ -24,6 +24,7 @@ import copy
 import html
 import inspect
 import os
+import reprlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["Code", "EvalResult", "RunResult", "evaluate", "optimize", "rescore", "resume"]
 
 _CALL = "skynet.optimize()"
+_EVALUATE = "skynet.evaluate()"
 
 
 class Code:
@@ -255,13 +257,22 @@ def optimize(
         A RunResult.
 
     Raises:
-        ConfigError: a bad table key or value (named, with the nearest known key), or bad data.
+        ConfigError: a bad table key or value (named, with the nearest known key), bad data,
+            or an out= that is not a text stream.
         ContractError: the metric failed its checks or self-test (named); nothing was spent.
         DatasetError: a row lacks a column, or two rows share an id.
     """
     from skynet import runner
     from skynet.runs.report import summarize
 
+    lacks = [m for m in ("write", "flush", "isatty") if not callable(getattr(out, m, None))]
+    if out is not None and lacks:
+        # Refused here, not as an AttributeError from the first progress line.
+        raise ConfigError(
+            f"{_CALL}: out={reprlib.repr(out)} is not a text stream ({type(out).__name__} has "
+            f'no {lacks[0]}()); give one, e.g. out=sys.stdout or out=open("progress.log", "w"), '
+            "or leave it out (progress goes to stderr)"
+        )
     store_dir = Path(store).expanduser().absolute()
     if resume is not None:
         models, engine, budget, artifact = _recorded_tables(
@@ -445,8 +456,9 @@ def _project(
     """The runner's Project for the call's pieces, every one checked as its file would be."""
     from skynet import runner
     from skynet.config import SplitConfig, config_from_tables
-    from skynet.data import dataset_from_rows, rows_from
+    from skynet.data import check_columns, dataset_from_rows, rows_from
 
+    call = _EVALUATE if evaluate_only else _CALL
     given = {name: value for name, value in splits.items() if value is not None}
     if not evaluate_only:
         if "data" in given and ({"train", "val"} & given.keys()):
@@ -460,12 +472,22 @@ def _project(
                 f"{_CALL}: train= without val=; give val= rows to select candidates on (a few "
                 "dozen, apart from train), or data= to split one list by fractions"
             )
-    rows = {name: rows_from(value, name) for name, value in given.items()}
+    # evaluate(data=...) fills the test split: its rows are named data[i], as the call names them.
+    argument = {"test": "data"} if evaluate_only else {}
+    rows = {name: rows_from(value, argument.get(name, name)) for name, value in given.items()}
+    if not any(rows.values()):
+        names = ", ".join(f"{argument.get(name, name)}=" for name in given) or "data="
+        found = "is None" if not given else ("holds no rows" if len(given) == 1 else "hold no rows")
+        raise ConfigError(
+            f"{call}: {names} {found}; give the rows to "
+            + ("score" if evaluate_only else "optimize on")
+            + ": a list of dicts, a list of dspy.Example, a pandas DataFrame or a data file's path"
+        )
     kind = _seed_kind(seed)
     inputs_list = list(inputs) if inputs is not None else _infer_inputs(seed, kind, user, given)
     if not inputs_list:
         raise ConfigError(
-            f"{_CALL}: inputs= is needed: say which columns the artifact reads, e.g. "
+            f"{call}: inputs= is needed: say which columns the artifact reads, e.g. "
             'inputs=["question"]'
         )
     first = next((r for group in rows.values() for r in group), None)
@@ -476,9 +498,10 @@ def _project(
         outputs_list = [c for c in (first.values if first else {}) if c not in skip]
     if not outputs_list:
         raise ConfigError(
-            f"{_CALL}: outputs= is needed: say which columns hold the expected answer, e.g. "
+            f"{call}: outputs= is needed: say which columns hold the expected answer, e.g. "
             'outputs=["answer"]'
         )
+    check_columns(inputs_list, outputs_list, roles=("inputs=", "outputs="), named_in=call)
     raw: dict[str, Any] = {
         "data": {"inputs": inputs_list, "outputs": outputs_list, "id_column": id_column},
     }
@@ -489,7 +512,7 @@ def _project(
             value = {"name": value}
         if not isinstance(value, Mapping):
             raise ConfigError(
-                f"{_CALL}: {name}= is a {type(value).__name__}; give a dict of skynet.toml's "
+                f"{call}: {name}= is a {type(value).__name__}; give a dict of skynet.toml's "
                 f"[{name}] keys"
             )
         raw[name] = copy.deepcopy(dict(value))
@@ -498,7 +521,7 @@ def _project(
     metric_table = _metric_table(metric)
     if metric_table is not None:
         raw["metric"] = metric_table
-    config = config_from_tables(raw, Path.cwd(), source=_CALL, rows_given=True)
+    config = config_from_tables(raw, Path.cwd(), source=call, rows_given=True)
     split_config = None
     if fractions is not None:
         split_config = config_from_tables(
@@ -524,7 +547,7 @@ def _project(
         metric=the_metric,
         artifact=artifact,
         store=store_dir,
-        made_in="skynet.evaluate()" if evaluate_only else _CALL,
+        made_in=call,
     )
     return project, kind
 
@@ -737,6 +760,11 @@ def _artifact(
         raise ConfigError(
             f"{_CALL}: user= placeholder {{{unknown[0]}}} names no input column; the input "
             f"columns are {', '.join(inputs)} (inputs=)"
+        )
+    if not names:
+        raise ConfigError(
+            f"{_CALL}: user= names no input column, so no row's input reaches the model; add a "
+            f"placeholder such as {{{inputs[0]}}}, or leave user= out to send every input column"
         )
     return PromptArtifact(components=components, user_template=template)
 

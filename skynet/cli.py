@@ -66,6 +66,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not report.ok:
         return EXIT_USER
     print(f"engine ok · {engine_plan(project)}")  # the engine's options and template, checked
+    empty = [name for name, text in project.artifact.components.items() if not text.strip()]
+    if empty:
+        # A legitimate seed (the reflection writes the text from the feedback), but rarely meant.
+        print(
+            f"note: the seed's {', '.join(repr(name) for name in empty)} "
+            f"{'is' if len(empty) == 1 else 'are'} empty: the run starts from no text there and "
+            "the reflection model writes it from the metric's feedback; write a first version "
+            "to start from it"
+        )
     for note in split_notes(val=len(ds.val), test=len(ds.test)):
         print(f"note: {note}")
     return EXIT_OK
@@ -83,6 +92,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         for key, value in recorded.items():
             overrides.setdefault(f"budget.{key}", value)
     project = _open_project(args, "run", overrides)
+    _check_seed(project, overrides)
     if args.dry_run:
         return _print_dry_run(project)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C
@@ -96,6 +106,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     print(f"best candidate written to {outcome.best_path}")
     return EXIT_OK
+
+
+def _check_seed(project: Any, overrides: Any) -> None:
+    """engine.seed must be one a run can record (SQLite's 64-bit integer): one line naming
+    where it was set, before anything starts (the store refuses it too, not knowing where)."""
+    from skynet.runs.store import SEEDS
+
+    seed = project.config.engine.seed
+    if seed in SEEDS:
+        return
+    where = overrides.given.get("engine.seed") or f"{project.dir / 'skynet.toml'}: [engine] seed"
+    raise ConfigError(
+        f"{where}: the seed {seed} is outside the seeds a run can record ({SEEDS.start} to "
+        f"{SEEDS.stop - 1}, SQLite's 64-bit integer); choose one in that range, e.g. --seed 0"
+    )
 
 
 def _print_dry_run(project: Any) -> int:
@@ -161,16 +186,24 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if path is None:
         print("no runs yet: skynet run starts one")
         return EXIT_OK
-    rows = RunStore(path).list_runs()
+    with RunStore(path, readonly=True) as store:
+        rows = store.list_runs(damaged=True)
     orphans = [r.id for r in rows if r.status == "running" and not writing(path.parent, r.id)]
     print(f"{'run':<22} {'status':<10} {'engine':<9} {'best':<13} created")
     for row in rows:
-        status = "unfinished" if row.id in orphans else row.status
+        status = "damaged" if row.damaged else "unfinished" if row.id in orphans else row.status
         print(
             f"{row.id:<22} {status:<10} {row.engine:<9} {row.best_candidate_id or '—':<13} {row.created}"
         )
     if orphans:
         print(_orphaned(orphans[0], more=len(orphans) - 1))
+    for row in rows:
+        if row.damaged:  # the others stay listed: one damaged record must not hide them
+            print(
+                f"skynet: warning: {path}: the record of run {row.id} is damaged: "
+                f"{printable(row.damaged)}; the other runs are whole",
+                file=sys.stderr,
+            )
     return EXIT_OK
 
 
@@ -222,7 +255,7 @@ def _say_why_no_project(args: argparse.Namespace, folder: Path, command: str) ->
     path = _runs_db(args)
     if path is None or (command == "run" and not getattr(args, "resume", None)):
         return
-    with RunStore(path) as store:
+    with RunStore(path, readonly=True) as store:
         wanted = getattr(args, "resume", None) or getattr(args, "run", None)
         row = store.get_run(wanted) if wanted else store.latest_run()
     made_in = (row.notes or {}).get("made_in") if row is not None else None
@@ -236,6 +269,8 @@ def _say_why_no_project(args: argparse.Namespace, folder: Path, command: str) ->
 
 
 def _open_run(args: argparse.Namespace) -> tuple[Any, str]:
+    """The run store, read-only (a reader never waits on a run writing it), and the run
+    `args` names (default: the one recorded last)."""
     from skynet.runs import RunStore
 
     path = _runs_db(args)
@@ -243,7 +278,7 @@ def _open_run(args: argparse.Namespace) -> tuple[Any, str]:
         raise ConfigError(
             f"{folder_of(args) / '.skynet'}: no runs recorded here; skynet run starts one"
         )
-    store = RunStore(path)
+    store = RunStore(path, readonly=True)
     run_id = getattr(args, "run", None)
     if not run_id:
         latest = store.latest_run()
@@ -287,7 +322,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             f"skynet show {runs[0]} {runs[1]}"
         )
     json_out = getattr(args, "json", False)
-    if json_out and args.html:
+    if json_out and args.html is not None:
         raise ConfigError(
             "skynet show takes --json (the summary on stdout) or --html FILE (the pages), not "
             "both: skynet show RUN --json > summary.json"
@@ -296,11 +331,12 @@ def cmd_show(args: argparse.Namespace) -> int:
         raise ConfigError(
             "skynet show --json summarizes one run, not two: skynet show RUN --json for each"
         )
+    html = _html_target(args)
     args.run = runs[0] if runs else None
     store, run_id = _open_run(args)
     current = _current_hash(args)
     if len(runs) == 2:
-        return _show_two(store, run_id, runs[1], args, current)
+        return _show_two(store, run_id, runs[1], args, current, html=html)
     summary = _summary(store, run_id, args, current)
     if json_out:
         import json
@@ -315,16 +351,78 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(render_text(summary, columns=terminal_width()))
     if summary.run.status == "running" and not writing(store.path.parent, run_id):
         print(_orphaned(run_id))
-    if args.html:
+    if html is not None:
         from skynet.view.pages import render_document
 
-        target = Path(args.html)
-        write_text(target, render_document(store, summary), flag="--html", example="report.html")
-        print(f"wrote {target}")
+        write_text(html, render_document(store, summary), flag="--html", example="report.html")
+        print(f"wrote {html}")
     return EXIT_OK
 
 
-def _show_two(store: Any, a: str, b: str, args: argparse.Namespace, current: str | None) -> int:
+# The databases Skynet keeps in a project's .skynet, and the files that complete one.
+_DATABASES = ("runs.db", "cache.db", "embeddings.db")
+_COMPANIONS = ("-wal", "-shm", "-journal")
+
+
+def _html_target(args: argparse.Namespace) -> Path | None:
+    """The file `show --html` writes, refused before anything is read where writing it would
+    destroy something: an empty path; a database of the project (the run store, a cache), any
+    SQLite file, or one's -wal/-shm/-journal (never, even with --force); an existing file
+    that is not a page Skynet wrote (unless --force)."""
+    from skynet.runs.report import HTML_HEAD, HTML_HEAD_BEFORE
+
+    if args.html is None:
+        return None
+    if not args.html.strip():
+        raise ConfigError(
+            f"--html {args.html!r}: an empty path; give --html the file to write, e.g. "
+            "--html report.html"
+        )
+    target = Path(args.html)
+    resolved = target.resolve()
+    base = resolved
+    for suffix in _COMPANIONS:
+        if base.name.endswith(suffix):
+            base = base.with_name(base.name.removesuffix(suffix))
+    store = (folder_of(args) / ".skynet").resolve()
+    if base in {store / name for name in _DATABASES} or _sqlite_file(base):
+        raise ConfigError(
+            f"--html {target}: is {'a file of ' if base != resolved else ''}a database Skynet "
+            "keeps its records in; writing the page there would destroy it (even with "
+            "--force); give --html another path, e.g. --html report.html"
+        )
+    if resolved.is_file() and not getattr(args, "force", False):
+        try:
+            with resolved.open("rb") as f:
+                head = f.read(len(HTML_HEAD.encode()))
+        except OSError:
+            head = b""  # write_text says why it cannot be written
+        if not head.startswith((HTML_HEAD.encode(), HTML_HEAD_BEFORE.encode())):
+            raise ConfigError(
+                f"--html {target}: the file exists and is not a page Skynet wrote; give --html "
+                "another path, or add --force to overwrite it"
+            )
+    return target
+
+
+def _sqlite_file(path: Path) -> bool:
+    """Whether `path` is an SQLite database (its first 16 bytes say so)."""
+    try:
+        with path.open("rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
+def _show_two(
+    store: Any,
+    a: str,
+    b: str,
+    args: argparse.Namespace,
+    current: str | None,
+    *,
+    html: Path | None,
+) -> int:
     from skynet.view.compare import compare, render_compare_html, render_compare_text
 
     comparison = compare(
@@ -332,10 +430,9 @@ def _show_two(store: Any, a: str, b: str, args: argparse.Namespace, current: str
     )
     print(render_compare_text(comparison))
     print(printable("\n".join(_runs_gain_lines(store, comparison)), multiline=True))
-    if args.html:
-        target = Path(args.html)
-        write_text(target, render_compare_html(comparison), flag="--html", example="compare.html")
-        print(f"wrote {target}")
+    if html is not None:
+        write_text(html, render_compare_html(comparison), flag="--html", example="compare.html")
+        print(f"wrote {html}")
     return EXIT_OK
 
 
@@ -460,6 +557,10 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     from skynet.errors import DatasetError
     from skynet.textfile import read_text
 
+    # The scorer first: an unknown name is named (with the known ones) before the data is read
+    # for the columns that scorer would want.
+    options = key_values(args.option, "--option", "ordering=strict")
+    scorer = scorers.get(args.scorer, **options)
     path = Path(args.data)
     text = read_text(
         path,
@@ -489,8 +590,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
                 expected={c: row[c] for c in outputs},
             )
         )
-    options = key_values(args.option, "--option", "ordering=strict")
-    report = scorers.selftest(scorers.get(args.scorer, **options), items)
+    report = scorers.selftest(scorer, items)
     print(report.summary())
     return EXIT_OK if report.ok else EXIT_USER
 
@@ -565,6 +665,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
             )
             _print_evaluation(project, args.split, label, outcome, where=where)
             done.append((label, outcome))
+    unscored = [(label, outcome) for label, outcome in done if outcome.mean.counted == 0]
+    if unscored:  # a mean over no item is no score: a failure, as it is for `skynet run`
+        label, outcome = unscored[0]
+        failed, total = sum(not r.ok for r in outcome.results), len(outcome.results)
+        share = f" ({failed / total:.0%} errors)" if total else ""
+        print(
+            f"skynet: error: {printable(label)} on {args.split}: no item was scored: {failed} "
+            f"of {total} item(s) failed{share}; fix what the errors above name (skynet show "
+            f"{outcome.run_id} lists them all), then run skynet eval again",
+            file=sys.stderr,
+        )
+        return EXIT_USER
     if not against:
         return EXIT_OK
     (label_a, a), (label_b, b) = done
@@ -667,6 +779,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--html",
         metavar="FILE",
         help="also write the viewer's pages as one self-contained HTML file",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="let --html overwrite an existing file that is not a page Skynet wrote",
     )
     p.add_argument(
         "--json",

@@ -27,6 +27,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    Strict,
     StrictBool,
     ValidationError,
     ValidationInfo,
@@ -93,8 +94,10 @@ def _not_bool(value: Any) -> Any:
     return value
 
 
-Int = Annotated[int, BeforeValidator(_not_bool)]
-Float = Annotated[float, BeforeValidator(_not_bool), Field(allow_inf_nan=False)]
+# Strict: "8" where a number belongs is refused, naming the key, not read as 8 (a quoted number
+# is a slip in the file, and lax parsing hides which key holds it). An integer is still a Float.
+Int = Annotated[int, BeforeValidator(_not_bool), Strict()]
+Float = Annotated[float, BeforeValidator(_not_bool), Strict(), Field(allow_inf_nan=False)]
 
 
 class Section(BaseModel):
@@ -325,6 +328,9 @@ class MetricConfig(Section):
     )
     time_s: Float = Field(
         default=60.0, gt=0, description="a number > 0 (seconds one metric call may take)"
+    )
+    import_time_s: Float = Field(
+        default=60.0, gt=0, description="a number > 0 (seconds importing metric.py may take)"
     )
 
     @model_validator(mode="after")

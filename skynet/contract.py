@@ -12,6 +12,7 @@ Every check has a name that appears in its messages ("Metric return value", "ans
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import contextvars
 import dataclasses
 import hashlib
@@ -19,9 +20,12 @@ import importlib.util
 import inspect
 import math
 import numbers
+import os
 import queue
 import re
 import reprlib
+import signal
+import subprocess
 import sys
 import threading
 import traceback
@@ -589,19 +593,95 @@ def _load_module(path: Path) -> ModuleType:
     return module
 
 
-def load_metric(path: str | Path, *, limits: Limits | None = None) -> Metric:
+# Run by a child interpreter: import metric.py, then say so on the pipe it was given. What the
+# import raises is ignored here: the import in Skynet's own process reports it, with its line.
+_PROBE = """
+import importlib.util, os, sys
+fd, path = int(sys.argv[1]), sys.argv[2]
+sys.path.insert(0, os.path.dirname(path))
+spec = importlib.util.spec_from_file_location("skynet_metric_probe", path)
+try:
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+except BaseException:
+    pass
+os.write(fd, b"imported")
+os._exit(0)
+"""
+
+
+def _probe_import(path: Path, time_s: float) -> None:
+    """Import metric.py once in a child process, within `time_s`: a file that hangs at import,
+    or ends the process there (os._exit), is one error naming it rather than a `skynet` that
+    hangs or ends silently with exit 0. The child and all it started are killed after."""
+    read_end, write_end = os.pipe()
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-c", _PROBE, str(write_end), str(path)],
+            pass_fds=(write_end,),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    finally:
+        os.close(write_end)
+    try:
+        try:
+            code = child.wait(timeout=time_s)
+        except subprocess.TimeoutExpired:
+            raise ContractError(
+                f"{path}: importing the metric took longer than {time_s:g} s "
+                "(metric.import_time_s); metric.py must import cleanly: move endless or slow "
+                'work into score() or under `if __name__ == "__main__":`, or raise '
+                "metric.import_time_s in skynet.toml",
+                check=METRIC_FILE,
+            ) from None
+        os.set_blocking(read_end, False)  # a process the import started may hold the pipe
+        try:
+            imported = os.read(read_end, 16) == b"imported"
+        except BlockingIOError:
+            imported = False
+        if not imported:
+            how = f"exit code {code}" if code >= 0 else f"signal {signal.Signals(-code).name}"
+            raise ContractError(
+                f"{path}: importing the metric ended the process ({how}) before the import "
+                "finished (os._exit() or a signal at module level); metric.py must import "
+                'cleanly: move script code under `if __name__ == "__main__":`',
+                check=METRIC_FILE,
+            )
+    finally:
+        os.close(read_end)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+
+
+def load_metric(
+    path: str | Path, *, limits: Limits | None = None, import_time_s: float | None = None
+) -> Metric:
     """Load a user's metric.py.
 
     Finds `score`, decides from its signature how it is called, validates a module-level
     REWARD_SPEC and picks up an optional `key(expected)`.
 
+    Args:
+        path: the metric file.
+        limits: the limits its calls are held to.
+        import_time_s: when given, metric.py is first imported in a child process held to this
+            many seconds, so an import that hangs or ends the process is a ContractError.
+
     Raises:
-        ContractError: the file is missing, does not import, or has no usable score().
+        ContractError: the file is missing, does not import (or, with import_time_s, hangs or
+            ends the process at import), or has no usable score().
         ConfigError: REWARD_SPEC is malformed (the message names the key).
     """
     given = Path(path).expanduser().absolute()
     source = _metric_source(given)
     p = given.resolve()
+    if import_time_s is not None:
+        _probe_import(p, import_time_s)
     module = _load_module(p)
     fn = getattr(module, "score", None)
     if fn is None:

@@ -10,6 +10,10 @@ import csv
 import hashlib
 import io
 import json
+import math
+import re
+import stat
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,6 +123,7 @@ def load_dataset(config: Config) -> Dataset:
     """
     data = config.data
     base = config.project_dir
+    check_columns(data.inputs, data.outputs)
     splits: dict[str, list[Item]] = {split: [] for split in SPLITS}
     seen: dict[str, str] = {}
     if data.path is not None:
@@ -190,6 +195,12 @@ def _read(file: Path, base: Path, key: str) -> Iterator[_Row]:
             f"{shown}: unknown file type '{file.suffix or '(none)'}' ({key} in skynet.toml); "
             "use a .jsonl, .ndjson, .csv or .json file"
         )
+    special = _special(file)
+    if special is not None:
+        raise DatasetError(
+            f"{shown}: is {special}, not a data file ({_setting(key)}); reading it could wait "
+            f"forever: set {key} to a regular .jsonl, .csv or .json file"
+        )
     text = _text(file, shown, key)
     if kind == "jsonl":
         return read_jsonl(text, shown)
@@ -198,12 +209,35 @@ def _read(file: Path, base: Path, key: str) -> Iterator[_Row]:
     return _read_json(text, shown)
 
 
+def _setting(key: str) -> str:
+    # "data.path" is set in skynet.toml, "train=" in a skynet.optimize() call.
+    return f"{key} of the call" if key.endswith("=") else f"{key} in skynet.toml"
+
+
+_SPECIAL_FILES = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _special(file: Path) -> str | None:
+    """What `file` is when it is neither a regular file nor a folder: opening a FIFO with no
+    writer blocks forever, so such a file is refused before it is opened."""
+    try:
+        mode = file.stat().st_mode  # stat() never blocks, even on a FIFO
+    except OSError:
+        return None  # read_text names a missing, looping or unreadable file
+    return next((name for test, name in _SPECIAL_FILES if test(mode)), None)
+
+
 def _text(file: Path, shown: str, key: str) -> str:
     return read_text(
         file,
         what="data",
-        key=f"{key} in skynet.toml",
-        missing=f"file not found ({key} in skynet.toml, relative to {file.parent}); fix the path "
+        key=_setting(key),
+        missing=f"file not found ({_setting(key)}, relative to {file.parent}); fix the path "
         "or create the file",
         error=DatasetError,
         shown=shown,
@@ -220,6 +254,13 @@ def _kind(value: Any) -> str:
     if value is None:
         return "null"
     return "number"
+
+
+# json.loads recurses once per level and overflows the stack near 1,000 levels.
+_TOO_DEEP = (
+    "the JSON is nested too deeply to read (lists or objects inside each other about a "
+    "thousand levels deep); flatten the row"
+)
 
 
 def read_jsonl(text: str, shown: str) -> Iterator[_Row]:
@@ -239,6 +280,8 @@ def read_jsonl(text: str, shown: str) -> Iterator[_Row]:
                 f"{shown}:{number}: column {exc.colno}: not valid JSON ({exc.msg}); each line must "
                 'be one JSON object, e.g. {"text": "...", "label": "..."}'
             ) from None
+        except RecursionError:
+            raise DatasetError(f"{shown}:{number}: {_TOO_DEEP}") from None
         if not isinstance(value, dict):
             raise DatasetError(
                 f"{shown}:{number}: the row is a JSON {_kind(value)}, not an object; each line "
@@ -254,6 +297,8 @@ def _read_json(text: str, shown: str) -> Iterator[_Row]:
         raise DatasetError(
             f"{shown}:{exc.lineno}: column {exc.colno}: not valid JSON ({exc.msg}); fix the file"
         ) from None
+    except RecursionError:
+        raise DatasetError(f"{shown}: {_TOO_DEEP}") from None
     if not isinstance(value, list):
         found = "an object" if isinstance(value, dict) else f"a {_kind(value)}"
         raise DatasetError(
@@ -309,6 +354,29 @@ def _id_column(rows: Iterable[_Row], configured: str | None) -> str | None:
     return "id" if any("id" in row.values for row in rows) else None
 
 
+def check_columns(
+    inputs: Iterable[str],
+    outputs: Iterable[str],
+    *,
+    roles: tuple[str, str] = ("data.inputs", "data.outputs"),
+    named_in: str = "skynet.toml",
+) -> None:
+    """Refuse a column named both an input and an output: the model would be shown the
+    expected answer, and the metric would be blamed for the key the expected dict lacks.
+
+    Raises:
+        ConfigError: naming the column and both keys.
+    """
+    shown = set(inputs)
+    both = next((column for column in outputs if column in shown), None)
+    if both is not None:
+        raise ConfigError(
+            f"{named_in}: {roles[1]} names '{both}', which {roles[0]} names too; an output "
+            "column holds the expected answer, which the model must not be shown: name each "
+            "column in one of them"
+        )
+
+
 def _check_shape(row: _Row) -> None:
     header = len(row.values) + len(row.absent)
     if row.absent:
@@ -350,17 +418,84 @@ def _item(
     named_in: str = "skynet.toml",
 ) -> Item:
     _check_shape(row)
-    item_input = {column: _value(row, column, roles[0], named_in) for column in inputs}
-    expected = {column: _value(row, column, roles[1], named_in) for column in outputs}
+    item_input = {
+        column: _checked(row, column, roles[0], _value(row, column, roles[0], named_in))
+        for column in inputs
+    }
+    expected = {
+        column: _checked(row, column, roles[1], _value(row, column, roles[1], named_in))
+        for column in outputs
+    }
     if id_column is None:
         return Item(id=_content_id(item_input, expected), input=item_input, expected=expected)
     value = _value(row, id_column, roles[2], named_in)
-    if isinstance(value, (dict, list)) or value is None or str(value).strip() == "":
+    # A boolean is an int to Python but no id ("True" would be a guess); a set or bytes has no
+    # one text form.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (str, int, float))
+        or str(value).strip() == ""
+    ):
         raise DatasetError(
             f"{row.where}: column '{id_column}': the id is {_shown(value)}; every row needs a "
             "non-empty string or number as its id"
         )
-    return Item(id=str(value), input=item_input, expected=expected)
+    return Item(
+        id=str(_checked(row, id_column, roles[2], value)), input=item_input, expected=expected
+    )
+
+
+# Deeper values are refused by row and column: json.dumps (the dataset hash, the run records)
+# overflows the stack near a thousand levels, and no prompt needs a hundredth of that.
+_MAX_DEPTH = 200
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _checked(row: _Row, column: str, role: str, value: Any) -> Any:
+    """`value`, or a DatasetError naming row and column when it cannot travel as JSON into a
+    prompt, the dataset hash and the run records."""
+    problem = _problem(value)
+    if problem is not None:
+        raise DatasetError(f"{row.where}: column '{column}' ({role}): {problem}")
+    return value
+
+
+def _problem(value: Any) -> str | None:
+    """What makes `value` unusable as an item's value, or None. Walked with a stack, not by
+    recursion, so that a value nested 100,000 deep is refused rather than overflowing."""
+    stack = [(value, 0)]
+    while stack:
+        part, depth = stack.pop()
+        if depth > _MAX_DEPTH:
+            return f"the value is nested more than {_MAX_DEPTH} levels deep; flatten it"
+        if isinstance(part, str):
+            found = _SURROGATE.search(part)
+            if found is not None:
+                return (
+                    f"the text holds a lone surrogate \\u{ord(found.group()):04x} at character "
+                    f"{found.start()}; the escapes \\ud800-\\udfff are only text in pairs "
+                    "(UTF-16): fix the escape or remove it"
+                )
+        elif isinstance(part, float):
+            if not math.isfinite(part):
+                return (
+                    f"{json.dumps(part)} is not a value skynet can compare or record (JSON has no "
+                    "NaN or Infinity; in a DataFrame NaN is a missing value); give a number or a "
+                    "string, or drop the row"
+                )
+        elif isinstance(part, (set, frozenset)):
+            return (
+                f"a Python {type(part).__name__} is not a JSON value (it has no order); give a "
+                "list, e.g. sorted(...)"
+            )
+        elif isinstance(part, (bytes, bytearray, memoryview)):
+            return f"{type(part).__name__} is not text; give a str, e.g. value.decode('utf-8')"
+        elif isinstance(part, Mapping):
+            for key, inner in part.items():
+                stack.extend(((key, depth + 1), (inner, depth + 1)))
+        elif isinstance(part, (list, tuple)):
+            stack.extend((inner, depth + 1) for inner in part)
+    return None
 
 
 def _shown(value: Any) -> str:
@@ -468,6 +603,13 @@ def rows_from(value: Any, name: str) -> list[_Row]:
         file = Path(value).expanduser().absolute()
         return list(_read(file, Path.cwd(), f"{name}="))
     if hasattr(value, "to_dict") and hasattr(value, "columns"):  # a pandas DataFrame
+        # to_dict keeps one of two same-named columns (with only a warning): refuse instead.
+        twice = [column for column, n in Counter(value.columns).items() if n > 1]
+        if twice:
+            raise DatasetError(
+                f"{name}=: column '{twice[0]}' appears twice in the DataFrame, and only one "
+                "could be read; rename one (df.columns = [...])"
+            )
         value = value.to_dict(orient="records")
     if isinstance(value, Mapping) or not isinstance(value, Iterable):
         raise DatasetError(

@@ -152,7 +152,8 @@ class EngineContext:
 
 @dataclass(frozen=True, kw_only=True)
 class EngineOutcome:
-    """What an engine found: candidates in discovery order with their parents and val scores."""
+    """What an engine found: candidates in discovery order with their parents and val scores,
+    and why it stopped before its budget ("" when the budget or a limit of the run's did)."""
 
     best_candidate: Candidate
     candidates: list[Candidate]
@@ -160,6 +161,7 @@ class EngineOutcome:
     val_scores: list[float]
     metric_calls: int
     notes: dict[str, Any] = field(default_factory=dict)
+    stopped_by: str = ""
 
 
 class Engine(Protocol):

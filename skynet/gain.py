@@ -275,7 +275,6 @@ def _mean(d: Any, axis: int = -1) -> Any:
     return d.mean(axis=axis)
 
 
-
 def judge_gain(
     a: Sequence[float],
     b: Sequence[float],
@@ -322,9 +321,7 @@ def judge_gain(
     n_labelled = len(human)
     right, wrong = int(human.sum()), int((~human).sum())
     if raw.n == 0 or right == 0 or wrong == 0:
-        why = (
-            "no right output" if right == 0 else "no wrong output"
-        ) + " among the labelled items"
+        why = ("no right output" if right == 0 else "no wrong output") + " among the labelled items"
         return replace(raw, method=raw.method + f"; the judge's error not corrected ({why})")
     tpr = float((judge & human).sum() / right)
     tnr = float((~judge & ~human).sum() / wrong)

@@ -111,19 +111,24 @@ def open_project(project_dir: Path, overrides: dict[str, Any] | None = None) -> 
     project_dir = project_dir.absolute()  # keep a symlinked folder as the user named it
     config = load_config(project_dir, overrides)
     dataset = load_dataset(config)
-    metric, artifact = load_parts(project_dir, config, dataset)
+    metric, artifact = load_parts(project_dir, config, dataset, probe=True)
     return Project(
         dir=project_dir, config=config, dataset=dataset, metric=metric, artifact=artifact
     )
 
 
-def load_parts(project_dir: Path, config: Config, dataset: Dataset) -> tuple[Metric, Artifact]:
+def load_parts(
+    project_dir: Path, config: Config, dataset: Dataset, *, probe: bool = False
+) -> tuple[Metric, Artifact]:
     """A project folder's metric and artifact, checked (a worker process loads its own).
+
+    `probe`: import metric.py in a child process first, held to metric.import_time_s, so one
+    that hangs or ends the process at import is an error (a worker loads what was probed).
 
     Raises:
         ConfigError, ContractError: what is wrong, where, and the fix.
     """
-    metric = _project_metric(project_dir, config, dataset)
+    metric = _project_metric(project_dir, config, dataset, probe=probe)
     # metric.time_s holds every metric to its time per call, metric.py or a built-in scorer.
     metric.limits = dataclasses.replace(metric.limits, time_s=config.metric.time_s)
     # The kind's loader (skynet.registry, group "skynet.artifacts") checks its own files.
@@ -132,7 +137,12 @@ def load_parts(project_dir: Path, config: Config, dataset: Dataset) -> tuple[Met
 
 
 def _project_metric(
-    project_dir: Path, config: Config, dataset: Dataset, *, verified: bool = True
+    project_dir: Path,
+    config: Config,
+    dataset: Dataset,
+    *,
+    verified: bool = True,
+    probe: bool = False,
 ) -> Metric:
     """The project's metric: metric.py, a built-in scorer by name, or a scorer package's
     (skynet.packages: the judge, reference, or a plugin's), which builds it from the project.
@@ -149,7 +159,10 @@ def _project_metric(
         from skynet.scorers import scorer_metric
 
         return scorer_metric(config.metric.name, config.metric.options)
-    return load_metric(project_dir / config.metric.path)
+    return load_metric(
+        project_dir / config.metric.path,
+        import_time_s=config.metric.import_time_s if probe else None,
+    )
 
 
 def current_metric_hash(project_dir: Path) -> str | None:

@@ -19,7 +19,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from time import monotonic as _monotonic
@@ -35,6 +35,7 @@ from skynet.mean import choose_best, mean_of
 from skynet.models import Models
 from skynet.runs import EVALUATION, RunStore
 from skynet.runs.lock import Writer
+from skynet.runs.store import stored_output
 from skynet.storage import folder_error
 from skynet.terminal import printable
 from skynet.tracking import MlflowTracker
@@ -464,7 +465,7 @@ class RunSession:
         if new:
             store.add_candidate(run_id, cid, candidate)
         result = store.find_evaluation(run_id, cid, item.id, self.metric_hash)
-        replayed = result is not None and (output is _ANY or result.output == output)
+        replayed = result is not None and (output is _ANY or result.output == stored_output(output))
         if result is not None and replayed and self._retry:
             with self._lock:
                 again = (cid, item.id) in self._retry
@@ -476,6 +477,8 @@ class RunSession:
             result = make()
             split = self.split_of.get(item.id, "train")
             store.record_evaluation(run_id, cid, split, result, self.metric_hash)
+            # The engine gets the output as recorded (a huge one cut), as a replay would give it.
+            result = replace(result, output=stored_output(result.output))
         known: tuple[float | None, int] | None = None  # a val score just completed, for tracking
         with self._lock:
             progress.calls += 1
@@ -572,6 +575,7 @@ class RunSession:
     def should_stop(self) -> bool:
         """True once the run aborted, or its time or money budget is spent (named once, in
         stopped_by)."""
+        self.note_calls()  # the engines check once per iteration: a killed run keeps its count
         if self._aborted:
             return True
         budget = self.cfg.budget
@@ -590,6 +594,13 @@ class RunSession:
             )
             return True
         return False
+
+    def note_calls(self) -> None:
+        """The run's note "metric_calls": the metric calls used as the progress line shows them
+        (docs/runs.md), of them replayed; the report gives the same count."""
+        with self._lock:
+            calls = {"used": self.progress.calls, "replayed": self.progress.replayed}
+        self.store.set_note(self.run_id, "metric_calls", calls)
 
     def context(self) -> EngineContext:
         """The engine's view of the run."""
@@ -701,7 +712,7 @@ class RunSession:
         else:
             assert outcome is not None
             best = self._may_be_named(dict(outcome.best_candidate))
-        stopped_by = self.stopped_by
+        stopped_by = self.stopped_by or (outcome.stopped_by if outcome is not None else "")
         if not stopped_by and budget is not None and progress.calls >= budget:
             stopped_by = f"max_metric_calls = {budget} reached"
         if stopped_by:
@@ -726,6 +737,7 @@ class RunSession:
         store.set_best(run_id, best_id)
         best_path = self.run_dir / self.project.artifact.best_file
         self.project.artifact.save(best, best_path)
+        self.note_calls()
         self.confirm(best)
         store.set_status(run_id, "finished")
         return RunOutcome(

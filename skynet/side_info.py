@@ -42,10 +42,18 @@ _KEY_CHARS = 100  # a mapping's key is a name, not a payload
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+# The note runs.db ends a text with when it kept only its head (skynet.models.ledger.kept_text).
+_KEPT = re.compile(r"…\[cut: ([\d,]+) more bytes, sha256 [0-9a-f]{64}\]\Z")
+
+
 def cut_text(text: str, limit: int) -> str:
-    """`text` with at most `limit` of its characters, and a note when it was longer."""
+    """`text` with at most `limit` of its characters, and a note when it was longer. A text
+    runs.db kept the head of counts as long as it was (its bytes: its characters, if ASCII), so
+    the note is the same for an output as made and as replayed from the records."""
     if len(text) > limit:
-        text = f"{text[:limit]}… [cut: {len(text):,} characters, kept the first {limit:,}]"
+        kept = _KEPT.search(text)
+        whole = kept.start() + int(kept.group(1).replace(",", "")) if kept else len(text)
+        text = f"{text[:limit]}… [cut: {whole:,} characters, kept the first {limit:,}]"
     return _SURROGATE.sub("\ufffd", text)
 
 

@@ -42,6 +42,9 @@ def capital_responder(knows=lambda country: True):
 
 # The scripted model: names the capital only when the instruction asks for it.
 task_responder = capital_responder()
+# The same, but it never knows Peru's (a val item): no candidate is perfect on val, so a run
+# spends its budget instead of stopping at a perfect best.
+never_perfect = capital_responder(knows=lambda country: country != "Peru")
 
 
 def make_project(root: Path, server_url: str, *, budget: int = 40, concurrency: int = 2) -> Path:

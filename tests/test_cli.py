@@ -15,7 +15,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from projects import BETTER, COUNTRIES, make_project, make_sum_code_project, task_responder
+from projects import (
+    BETTER,
+    COUNTRIES,
+    make_project,
+    make_sum_code_project,
+    never_perfect,
+    task_responder,
+)
 
 from skynet.cli import main
 from skynet.testing import is_reflection, reply
@@ -354,7 +361,7 @@ def test_rescore_scores_saved_outputs_without_calling_the_task_model(
 
 def test_a_dollar_budget_stops_the_run_within_one_proposal(tmp_path, scripted_server, capsys):
     scripted_server.responder = lambda body: reply(
-        task_responder(body).text, prompt_tokens=1000, completion_tokens=0
+        never_perfect(body).text, prompt_tokens=1000, completion_tokens=0
     )
     project = make_project(tmp_path / "p", scripted_server.url, budget=400)
     # $1 per million input tokens, 1,000 tokens a call: every call costs $0.001.

@@ -122,13 +122,6 @@ ACCEPTED = [
         {"openai/my-finetune": config_module.PriceConfig(input_per_mtok=0.15, output_per_mtok=0.6)},
     ),
     ("override an int", DATA, {"budget.max_metric_calls": 20}, "budget.max_metric_calls", 20),
-    (
-        "override from a CLI string",
-        DATA,
-        {"budget.max_metric_calls": "20"},
-        "budget.max_metric_calls",
-        20,
-    ),
     ("override a literal", DATA, {"engine.name": "gepa"}, "engine.name", "gepa"),
     (
         "override to no limit",
@@ -206,6 +199,13 @@ REJECTED = [
         DATA + '[budget]\nmax_metric_calls = "many"\n',
         None,
         ['budget.max_metric_calls = "many"', "set it to an integer >= 1"],
+    ),
+    (
+        # --set reads its value as TOML: a string here was quoted, never a number to coerce.
+        "override with a quoted number",
+        DATA,
+        {"budget.max_metric_calls": "20"},
+        ["override 'budget.max_metric_calls'", 'budget.max_metric_calls = "20"', "an integer"],
     ),
     (
         "bool for an int",

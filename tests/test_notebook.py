@@ -112,7 +112,9 @@ def test_the_notebook_runs_on_a_real_kernel(tmp_path, scripted_server, monkeypat
     # The result renders as the HTML table of RunResult._repr_html_: the run finished and the
     # best prompt (the scripted reflection's) takes the val score from 0 to 1.
     page = _html(_code_cell(nb, "result"))  # the cell that is just `result`
-    found = re.search(r"<b>skynet run ([^<]+)</b> · finished<table>", page)
+    found = re.search(
+        r"<b>skynet run ([^<]+)</b> · finished · the best is perfect on val: [^<]*<table>", page
+    )
     assert found, page
     run_id = found.group(1)
     assert "<td>baseline</td><td>0.000</td>" in page

@@ -176,8 +176,8 @@ def load_prompt(
 
     Raises:
         ConfigError: the file is missing, unreadable or not UTF-8, or empty, a section is
-            repeated, or a placeholder names no input column (the message names file, line and
-            the known columns).
+            repeated, a placeholder names no input column, or the user template names none
+            (the message names file, line and the known columns).
     """
     text = read_text(
         path, what="prompt", key=key, missing=f"no such prompt file; set {key} to your prompt"
@@ -239,6 +239,14 @@ def load_prompt(
         raise ConfigError(
             f"{path}:{template_line}: placeholder {{{unknown[0]}}} names no input column; the "
             f"input columns are {', '.join(inputs) or '(none)'} ([data] inputs in skynet.toml)"
+        )
+    if not names and inputs:
+        # Every item would send the model the same message: nothing of the item reaches it.
+        what = "is empty" if not template else "names no input column"
+        raise ConfigError(
+            f"{path}:{template_line}: the '{USER}' section {what}, so no item's input reaches "
+            f"the model; add a placeholder such as {{{inputs[0]}}} (the input columns are "
+            f"{', '.join(inputs)}), or remove the section to send every input column"
         )
     return PromptArtifact(components=components, user_template=template, path=path)
 

@@ -82,6 +82,9 @@ def validate(args: argparse.Namespace) -> int:
     from skynet.models import configure
     from skynet.scorers.judge import judge_labelled, judge_problems, judge_validate, read_labels
 
+    if args.B < 1:
+        # Checked before any judge call, not by judge_validate after every label was judged.
+        raise ConfigError(f"--B {args.B}: give an integer >= 1 (bootstrap resamples), e.g. --B 200")
     project_dir = folder_of(args)
     config = load_config(project_dir, overrides_of(args))
     judge, thresholds, target = project_judge(config)

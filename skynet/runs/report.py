@@ -108,7 +108,10 @@ class RunSummary:
         best: the best candidate: the one the engine named, else the best val score.
         candidates: every candidate, in first-seen order.
         cost: model-call totals by role (task, reflection, metric, and any other recorded).
-        metric_calls: evaluations made by the optimization (every split but test).
+        metric_calls: the search's metric calls used, as docs/runs.md defines them: every
+            evaluation the engine asked for (every split but test), replays included, from the
+            run's "metric_calls" note; for a run recorded before it, its evaluations recorded.
+        replayed_calls: of metric_calls, those answered from the run's records, not scored again.
         errors: evaluations that are errors (all splits).
         error_kinds: errors counted by kind (task, metric, contract).
         proposals: proposals counted by status.
@@ -165,6 +168,7 @@ class RunSummary:
     gain: Gain | None = None
     confirmation: dict[str, Any] = field(default_factory=dict)
     confirmation_calls: int = 0
+    replayed_calls: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -394,9 +398,14 @@ def summarize(
             )
 
     errors = [e for e in evals if e.error is not None]
-    start = _parse_time(run.created)
-    end = _parse_time(run.finished) or _parse_time(max((e.created for e in every), default=None))
-    wall = (end - start).total_seconds() if start and end else None
+    wall = run.wall_seconds  # measured on a monotonic clock, when the run ran in one go
+    if wall is None:
+        start = _parse_time(run.created)
+        last = max((e.created for e in every), default=None)
+        end = _parse_time(run.finished) or _parse_time(last)
+        wall = (end - start).total_seconds() if start and end else None
+        if wall is not None and wall < 0:
+            wall = None  # the wall clock was stepped back while it ran: unknown, not negative
 
     pairs = {
         split: _paired(evals, seed, best, ref)
@@ -404,6 +413,8 @@ def summarize(
         if seed is not None and best is not None and ref
     }
     confirmation = run.notes.get("confirmation")
+    used = run.notes.get("metric_calls")  # RunSession's count, as the progress line showed it
+    used = used if isinstance(used, dict) else {}
     view = ReportView(
         run=run,
         project_dir=project_dir,
@@ -421,7 +432,8 @@ def summarize(
         best=best,
         candidates=candidates,
         cost=store.cost_by_role(run_id),
-        metric_calls=len(optimizing),
+        metric_calls=int(used.get("used", len(optimizing))),
+        replayed_calls=int(used.get("replayed", 0)),
         errors=len(errors),
         error_kinds=dict(Counter(e.error_kind or "unknown" for e in errors)),
         proposals=dict(Counter(p.status for p in store.proposals(run_id))),
@@ -666,6 +678,11 @@ def _table(
 def _budget_calls(s: RunSummary) -> str:
     limit = s.run.budget.get("max_metric_calls")
     search = f"{s.metric_calls} of {limit}" if limit else str(s.metric_calls)
+    if s.replayed_calls:
+        search += (
+            f" ({s.replayed_calls} replayed from the run's records: not scored again, but "
+            "counted, as the engine counts them)"
+        )
     if not s.confirmation_calls:
         return search
     return f"search {search}, confirmation {s.confirmation_calls} (test)"
@@ -807,8 +824,9 @@ def _unsandboxed(s: RunSummary) -> bool:
 
 def _shown_notes(s: RunSummary) -> list[tuple[str, Any]]:
     # An evaluation-only run's list of what was evaluated is its score table, not a note; the
-    # confirmation is said in the gain's lines.
+    # confirmation is said in the gain's lines, the metric calls in the facts.
     skip = {"evaluated", "confirmation"} if _evaluation_only(s) else {"confirmation"}
+    skip.add("metric_calls")
     return [(k, v) for k, v in sorted(s.run.notes.items()) if k not in skip]
 
 
@@ -1184,6 +1202,15 @@ CSP = (
 )
 
 
+# How every page Skynet writes begins: `skynet show --html` overwrites a file only when it
+# begins so (or HTML_HEAD_BEFORE, a page written before the generator was named), or --force.
+HTML_HEAD = (
+    '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+    '<meta name="generator" content="skynet">'
+)
+HTML_HEAD_BEFORE = '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><meta http-equiv='
+
+
 def page(
     title: str,
     body: list[str],
@@ -1211,7 +1238,7 @@ def page(
             allowed, js = f"'sha256-{digest}'", f"<script>{script}</script>"
         csp = f"{csp}; script-src {allowed}"
     return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"{HTML_HEAD}"
         f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_h(title)}</title><style>{CSS}{css}</style></head>"

@@ -19,6 +19,7 @@ import math
 import secrets
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from skynet.errors import ConfigError
+from skynet.errors import ConfigError, StorageError
 from skynet.evaluation import Result
 from skynet.measure import Observation
 from skynet.models.ledger import CALL_TEXT_BYTES, ROLES, CallRecord, LedgerTotals, kept_text
@@ -36,12 +37,14 @@ __all__ = [
     "EVALUATION",
     "MIGRATIONS",
     "RUN_STATUSES",
+    "SEEDS",
     "CandidateRow",
     "EvaluationRow",
     "ProposalRow",
     "RunRow",
     "RunStore",
     "runs_db_path",
+    "stored_output",
 ]
 
 RUNS_DIR = ".skynet"
@@ -51,8 +54,11 @@ RUN_STATUSES = ("running", "finished", "stopped", "aborted", "failed")
 # The engine of a run that only evaluated candidates (`skynet eval` with no optimization run to
 # record into): it has no best candidate and cannot be resumed as an optimization.
 EVALUATION = "eval"
+# The seeds a run can record: SQLite's INTEGER is 64-bit signed.
+SEEDS = range(-(2**63), 2**63)
 BUSY_TIMEOUT_MS = 30_000
 _RECENT = 5  # how many run ids an "unknown run" error lists
+_RUN_JSON = ("config", "budget", "versions", "notes")  # a run's columns that hold JSON objects
 _WHAT = "Skynet run store"
 # What moving a damaged run store aside keeps: the old file, for salvage.
 _LOST = "the .bad file keeps the earlier runs, for sqlite3's .recover"
@@ -196,10 +202,17 @@ def m003_items_and_call_text(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE calls ADD COLUMN reply TEXT NOT NULL DEFAULT ''")
 
 
+def m004_wall_seconds(db: sqlite3.Connection) -> None:
+    """How long a run made in one go ran, on a monotonic clock: its `created` and `finished`
+    come from the wall clock, which may be stepped (NTP, a suspended laptop) while it runs."""
+    db.execute("ALTER TABLE runs ADD COLUMN wall_seconds REAL")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_repetitions,
     m003_items_and_call_text,
+    m004_wall_seconds,
 ]
 
 _MIGRATIONS_TABLE = "skynet_migrations"
@@ -233,6 +246,10 @@ class RunRow:
         error: why the run failed or was aborted, when it did.
         finished: ISO-8601 UTC time the run ended (None while running).
         notes: free-form JSON facts about the run (e.g. choices the engine made).
+        wall_seconds: how long it ran, on a monotonic clock, when it ran in one go (None: still
+            running, resumed, or recorded before this was kept).
+        damaged: what of its record cannot be read ("" when it is whole); only
+            `list_runs(damaged=True)` hands out such a row, its unreadable fields empty.
     """
 
     id: str
@@ -250,6 +267,8 @@ class RunRow:
     error: str | None = None
     finished: str | None = None
     notes: dict[str, Any] = field(default_factory=dict)
+    wall_seconds: float | None = None
+    damaged: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -267,7 +286,9 @@ class EvaluationRow:
     """One recorded evaluation of a candidate on an item.
 
     Attributes:
-        output: the artifact's output; when it was not JSON-able, its repr (output_is_repr).
+        output: the artifact's output; when it was not JSON-able, its repr, and past
+            CALL_TEXT_BYTES its text cut with its size and sha256 (both: output_is_repr, it
+            cannot be scored again).
         score: None when the evaluation is an error.
         observation: the Observation's fields, or None when none was recorded.
         seq: order of recording within the run (1, 2, …).
@@ -399,10 +420,28 @@ def _dumps(value: Any) -> str:
 
 
 def _encode_output(output: Any) -> tuple[str, bool]:
+    """The output's JSON and whether it is not the output itself: its repr when it is not
+    JSON-able, or its text cut (stored_output)."""
     try:
-        return json.dumps(output), False
+        text, is_repr = json.dumps(output), False
     except (TypeError, ValueError, RecursionError):
-        return json.dumps(repr(output)), True
+        text, is_repr = json.dumps(repr(output)), True
+    if len(text) <= CALL_TEXT_BYTES:  # json.dumps writes ASCII: a character is a byte
+        return text, is_repr
+    whole = output if isinstance(output, str) else json.loads(text) if is_repr else text
+    return json.dumps(kept_text(whole, CALL_TEXT_BYTES)), True
+
+
+def stored_output(output: Any) -> Any:
+    """`output` as runs.db keeps it: itself, or past CALL_TEXT_BYTES (as JSON) its text cut,
+    with the size and sha256 of the rest. A candidate may return what it likes; the run's store
+    grows with its evaluations, not with their size. What an engine is handed the first time,
+    so that a replay from the records hands it the same."""
+    try:
+        small = len(json.dumps(output)) <= CALL_TEXT_BYTES
+    except (TypeError, ValueError, RecursionError):
+        small = len(json.dumps(repr(output))) <= CALL_TEXT_BYTES
+    return output if small else json.loads(_encode_output(output)[0])
 
 
 _OBS_FIELDS = tuple(f.name for f in dataclasses.fields(Observation))
@@ -430,6 +469,9 @@ class RunStore:
 
     Args:
         path: the database file, usually `runs_db_path(project_dir)` (`.skynet/runs.db`).
+        readonly: only read (`skynet show`, `runs`, `view`): the file must exist, and opening
+            takes no write lock, so a reader answers at once while a run writes. A file an
+            older Skynet wrote is migrated first, that one time as a writer would.
 
     Raises:
         StorageError: the file is not a run store, is damaged, or cannot be written (a
@@ -437,9 +479,13 @@ class RunStore:
         ConfigError: the file was written by a newer Skynet.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, readonly: bool = False) -> None:
         self.path = Path(path)
         self._lock = threading.RLock()
+        # When each run this store created began, on the monotonic clock (see set_status).
+        self._began: dict[str, float] = {}
+        if readonly and self._open_reading():
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -465,6 +511,36 @@ class RunStore:
         except BaseException:
             self._db.close()
             raise
+
+    def _open_reading(self) -> bool:
+        """Open the file read-only; False (closed again) when it lacks a migration, which only
+        a writer can apply."""
+        try:
+            self._db = sqlite3.connect(
+                f"{self.path.absolute().as_uri()}?mode=ro",
+                uri=True,
+                check_same_thread=False,
+                isolation_level=None,
+                timeout=30,
+            )
+        except sqlite3.Error as exc:
+            raise storage_error(self.path, exc, what=_WHAT, lost=_LOST) from None
+        self._db.row_factory = sqlite3.Row
+        try:
+            with self._faults():
+                self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                tables = self._db.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                    (_MIGRATIONS_TABLE,),
+                ).fetchall()
+                applied = self._applied(self._db) if tables else []
+        except BaseException:
+            self._db.close()
+            raise
+        if len(applied) < len(MIGRATIONS):
+            self._db.close()
+            return False
+        return True
 
     @contextmanager
     def _faults(self) -> Iterator[None]:
@@ -527,23 +603,28 @@ class RunStore:
                 raise
             self._db.execute("COMMIT")
 
-    def _migrate(self) -> None:
+    def _applied(self, db: sqlite3.Connection) -> list[str]:
+        """The migrations the file records; one this code does not know is refused."""
         known = [m.__name__ for m in MIGRATIONS]
+        applied = [
+            r["name"] for r in db.execute(f"SELECT name FROM {_MIGRATIONS_TABLE} ORDER BY id")
+        ]
+        unknown = [name for name in applied if name not in known]
+        if unknown:
+            raise ConfigError(
+                f"{self.path} was made by a newer Skynet: it records schema migration(s) "
+                f"{', '.join(unknown)} that this version does not know; upgrade Skynet "
+                "(pip install -U skynet-optimizer) to read it"
+            )
+        return applied
+
+    def _migrate(self) -> None:
         with self._transaction() as db:
             db.execute(
                 f"CREATE TABLE IF NOT EXISTS {_MIGRATIONS_TABLE} "
                 "(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, applied TEXT NOT NULL)"
             )
-            applied = [
-                r["name"] for r in db.execute(f"SELECT name FROM {_MIGRATIONS_TABLE} ORDER BY id")
-            ]
-            unknown = [name for name in applied if name not in known]
-            if unknown:
-                raise ConfigError(
-                    f"{self.path} was made by a newer Skynet: it records schema migration(s) "
-                    f"{', '.join(unknown)} that this version does not know; upgrade Skynet "
-                    "(pip install -U skynet-optimizer) to read it"
-                )
+            applied = self._applied(db)
             for migration in MIGRATIONS:
                 if migration.__name__ in applied:
                     continue
@@ -592,7 +673,15 @@ class RunStore:
 
         Returns:
             The new run's id, e.g. "20261202-154501-3fa2" (UTC time and 4 random hex digits).
+
+        Raises:
+            ConfigError: the seed is outside SEEDS (SQLite's 64-bit integer).
         """
+        if int(seed) not in SEEDS:
+            raise ConfigError(
+                f"engine.seed = {seed} is outside the seeds a run can record ({SEEDS.start} to "
+                f"{SEEDS.stop - 1}, SQLite's 64-bit integer); choose a seed in that range, e.g. 0"
+            )
         now = datetime.now(timezone.utc)
         for _ in range(100):
             run_id = f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
@@ -616,35 +705,52 @@ class RunStore:
                 )
             except sqlite3.IntegrityError:
                 continue  # two runs started in the same second drew the same suffix
+            self._began[run_id] = time.monotonic()
             return run_id
         raise RuntimeError("could not draw a unique run id in 100 tries")  # pragma: no cover
 
-    @staticmethod
-    def _run_row(r: sqlite3.Row) -> RunRow:
+    def _run_row(self, r: sqlite3.Row, *, damaged: bool = False) -> RunRow:
+        """The run of a row. A JSON field that does not read as an object (a damaged record)
+        raises a StorageError naming the run; with `damaged`, the row is handed out with it
+        empty and `damaged` saying why."""
+        fields: dict[str, dict[str, Any]] = {}
+        why = ""
+        for column in _RUN_JSON:
+            try:
+                value = json.loads(r[column])
+            except (TypeError, ValueError) as exc:  # ValueError: JSONDecodeError, not UTF-8
+                value, problem = {}, f"not JSON ({exc})"
+            else:
+                problem = "" if isinstance(value, dict) else "not a JSON object"
+            if problem and not why:
+                why = f"its stored {column} is {problem}"
+            fields[column] = value if isinstance(value, dict) else {}
+        if why and not damaged:
+            raise StorageError(
+                f"{self.path}: the record of run {r['id']} is damaged: {why}; the other runs "
+                "are whole: `skynet runs` lists them, `skynet show RUN` reports one"
+            )
         return RunRow(
             id=r["id"],
             created=r["created"],
             status=r["status"],
-            config=json.loads(r["config"]),
             dataset_hash=r["dataset_hash"],
             metric_hash=r["metric_hash"],
             seed=r["seed"],
             engine=r["engine"],
-            budget=json.loads(r["budget"]),
-            versions=json.loads(r["versions"]),
             best_candidate_id=r["best_candidate_id"],
             seed_candidate_id=r["seed_candidate_id"],
             error=r["error"],
             finished=r["finished"],
-            notes=json.loads(r["notes"]),
+            wall_seconds=r["wall_seconds"],
+            damaged=why,
+            **fields,
         )
 
     def _unknown_run(self, run_id: str) -> ConfigError:
         recent = [
             r["id"]
-            for r in self._query(
-                "SELECT id FROM runs ORDER BY created DESC, rowid DESC LIMIT ?", (_RECENT,)
-            )
+            for r in self._query("SELECT id FROM runs ORDER BY rowid DESC LIMIT ?", (_RECENT,))
         ]
         if not recent:
             return ConfigError(
@@ -667,22 +773,33 @@ class RunStore:
             raise self._unknown_run(run_id)
         return self._run_row(rows[0])
 
+    # Newest is the last recorded (rowid order), never the latest `created`: a wall clock
+    # stepped back puts a new run's time before an older one's.
+
     def latest_run(self) -> RunRow | None:
-        """The most recently created run, or None when there is none."""
-        rows = self._query("SELECT * FROM runs ORDER BY created DESC, rowid DESC LIMIT 1")
+        """The run recorded last, or None when there is none."""
+        rows = self._query("SELECT * FROM runs ORDER BY rowid DESC LIMIT 1")
         return self._run_row(rows[0]) if rows else None
 
-    def list_runs(self) -> list[RunRow]:
-        """Every run, newest first."""
-        rows = self._query("SELECT * FROM runs ORDER BY created DESC, rowid DESC")
-        return [self._run_row(r) for r in rows]
+    def list_runs(self, *, damaged: bool = False) -> list[RunRow]:
+        """Every run, the last recorded first.
+
+        Args:
+            damaged: hand out a run whose record cannot be read, with `damaged` saying why,
+                rather than raise StorageError for it (`skynet runs` lists the others).
+        """
+        rows = self._query("SELECT * FROM runs ORDER BY rowid DESC")
+        return [self._run_row(r, damaged=damaged) for r in rows]
 
     def _update_run(self, run_id: str, sql: str, params: tuple[Any, ...]) -> None:
         if self._write(f"UPDATE runs SET {sql} WHERE id = ?", (*params, run_id)) == 0:
             raise self._unknown_run(run_id)
 
     def set_status(self, run_id: str, status: str, *, error: str | None = None) -> None:
-        """Set a run's status; any status but "running" also stamps the finish time.
+        """Set a run's status; any status but "running" also stamps the finish time, and, for
+        a run this store created, how long it ran on the monotonic clock (wall_seconds). Set
+        to "running" again (a resume), the run was not made in one go: its wall_seconds is
+        cleared.
 
         Args:
             run_id: the run.
@@ -697,9 +814,20 @@ class RunStore:
             raise ValueError(
                 f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}; pass one of those"
             )
-        finished = None if status == RUNNING else _now()
+        began = self._began.pop(run_id, None)
+        if status == RUNNING:
+            self._update_run(
+                run_id,
+                "status = ?, error = ?, finished = NULL, wall_seconds = NULL",
+                (status, _text(error)),
+            )
+            return
+        wall = None if began is None else time.monotonic() - began
+        # Another store's status (a run marked ended after its engine) keeps the figure.
         self._update_run(
-            run_id, "status = ?, error = ?, finished = ?", (status, _text(error), finished)
+            run_id,
+            "status = ?, error = ?, finished = ?, wall_seconds = COALESCE(?, wall_seconds)",
+            (status, _text(error), _now(), wall),
         )
 
     def set_best(self, run_id: str, candidate_id: str) -> None:

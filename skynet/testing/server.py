@@ -48,6 +48,8 @@ class Step:
     completion_tokens: int | None = None
     finish_reason: str = "stop"
     tool_calls: tuple[tuple[str, str], ...] = ()  # (name, raw arguments text)
+    usage: bool = True  # False: the reply carries no `usage` (some servers send none)
+    drip_s: float = 0.0  # > 0: the body goes out one byte every drip_s seconds
 
 
 def reply(
@@ -58,12 +60,16 @@ def reply(
     completion_tokens: int | None = None,
     finish_reason: str | None = None,
     tool_calls: Sequence[tuple[str, str]] = (),
+    usage: bool = True,
+    drip_s: float = 0.0,
 ) -> Step:
     """A 200 reply. Token counts default to whitespace word counts of the prompt and the text.
 
     Args:
         tool_calls: (name, arguments text) pairs, sent as OpenAI tool_calls exactly as given.
         finish_reason: default "tool_calls" when there are calls, else "stop".
+        usage: False sends no `usage` object (the tokens, hence the cost, are unknown).
+        drip_s: send the body one byte every drip_s seconds (a server that stalls mid-reply).
     """
     return Step(
         kind="reply",
@@ -73,6 +79,8 @@ def reply(
         completion_tokens=completion_tokens,
         finish_reason=finish_reason or ("tool_calls" if tool_calls else "stop"),
         tool_calls=tuple((name, arguments) for name, arguments in tool_calls),
+        usage=usage,
+        drip_s=drip_s,
     )
 
 
@@ -120,6 +128,8 @@ class ScriptedServer:
             take no scripted step.
         count_tokens: the prompt tokens reported for a request's text, when its step gives
             none (default: whitespace words).
+        port: the loopback port to listen on (0: any free one); a restarted server takes the
+            port its predecessor had, so a project's api_base still reaches it.
     """
 
     def __init__(
@@ -128,7 +138,10 @@ class ScriptedServer:
         responder: Callable[[dict[str, Any]], Step] | None = None,
         embeddings: Callable[[str], Sequence[float]] | None = None,
         count_tokens: Callable[[str], int] | None = None,
+        port: int = 0,
     ) -> None:
+        self.port = port
+        self._connections: set[socket.socket] = set()
         self.default = default or reply("ok")
         self.responder = responder
         self.embeddings = embeddings
@@ -234,6 +247,16 @@ class ScriptedServer:
                 # Headers and body go out in two writes: without this, Nagle's algorithm and the
                 # client's delayed ACK add ~40 ms to every reply.
                 self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                with server._lock:
+                    server._connections.add(self.connection)
+
+            def finish(self) -> None:
+                with server._lock:
+                    server._connections.discard(self.connection)
+                try:
+                    super().finish()
+                except OSError:
+                    pass  # crash() closed the connection under it
 
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 return
@@ -293,30 +316,30 @@ class ScriptedServer:
                 if server.billing and isinstance(cap, int) and 0 < cap < completion:
                     completion, finish_reason = cap, "length"  # a server stops at max_tokens
                 server._charge(prompt, completion)
-                self._send(
-                    200,
-                    {
-                        "id": f"chatcmpl-scripted-{server.request_count}",
-                        "object": "chat.completion",
-                        "created": int(time.time()),
-                        "model": body.get("model", "scripted"),
-                        "choices": [
-                            {
-                                "index": 0,
-                                "message": _message(step),
-                                "finish_reason": finish_reason,
-                            }
-                        ],
-                        "usage": {
-                            "prompt_tokens": prompt,
-                            "completion_tokens": completion,
-                            "total_tokens": prompt + completion,
-                        },
-                    },
-                )
+                payload: dict[str, Any] = {
+                    "id": f"chatcmpl-scripted-{server.request_count}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model", "scripted"),
+                    "choices": [
+                        {"index": 0, "message": _message(step), "finish_reason": finish_reason}
+                    ],
+                }
+                if step.usage:
+                    payload["usage"] = {
+                        "prompt_tokens": prompt,
+                        "completion_tokens": completion,
+                        "total_tokens": prompt + completion,
+                    }
+                self._send(200, payload, drip_s=step.drip_s)
 
             def _send(
-                self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+                self,
+                status: int,
+                payload: dict[str, Any],
+                headers: dict[str, str] | None = None,
+                *,
+                drip_s: float = 0.0,
             ) -> None:
                 data = json.dumps(payload).encode()
                 try:
@@ -326,7 +349,14 @@ class ScriptedServer:
                     for k, v in (headers or {}).items():
                         self.send_header(k, v)
                     self.end_headers()
-                    self.wfile.write(data)
+                    if not drip_s:
+                        self.wfile.write(data)
+                        return
+                    for i in range(len(data)):
+                        self.wfile.write(data[i : i + 1])
+                        self.wfile.flush()
+                        if server._closing.wait(drip_s):
+                            return
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a time-out test): nothing to tell it
 
@@ -335,7 +365,7 @@ class ScriptedServer:
             # dropped one costs the client a full second before it retries.
             request_queue_size = 128
 
-        self._httpd = Server(("127.0.0.1", 0), Handler)
+        self._httpd = Server(("127.0.0.1", self.port), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, name="skynet-scripted-server", daemon=True
@@ -349,6 +379,18 @@ class ScriptedServer:
             self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
+
+    def crash(self) -> None:
+        """Die as a crashed server does: stop listening and drop every open connection (stop()
+        lets a kept-alive connection go on being served)."""
+        self.stop()
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed
 
     def __enter__(self) -> ScriptedServer:
         return self.start()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from projects import make_project, task_responder
+from projects import make_project, never_perfect
 
 from engines.auto import PATIENCE, PROPOSALS, plan
 from engines.sampling import BudgetFitted, fit_to_budget
@@ -105,7 +105,7 @@ def test_only_auto_s_independent_sampling_is_fitted():
 
 
 def test_auto_choices_are_printed_and_recorded(tmp_path, scripted_server, capsys):
-    scripted_server.responder = task_responder
+    scripted_server.responder = never_perfect  # a perfect best would stop it before the plateau
     project = make_project(tmp_path / "p", scripted_server.url)
     toml = project / "skynet.toml"
     # No budget in the file: auto sets it from the level and the split sizes.

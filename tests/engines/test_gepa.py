@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from projects import BETTER, make_project, task_responder
+from projects import BETTER, make_project, never_perfect, task_responder
 
 from skynet.cli import main
 from skynet.testing import is_reflection, reply
@@ -85,7 +85,7 @@ def test_a_killed_run_keeps_the_lineage_of_what_was_accepted_before_the_kill(
                 if reflections == 2 and process is not None:
                     # The first proposal was accepted and scored on val; the run dies mid-search.
                     os.kill(process.pid, signal.SIGKILL)
-        return task_responder(body)
+        return never_perfect(body)  # a perfect best would stop the run before the kill
 
     scripted_server.responder = killer
     process = subprocess.Popen(

@@ -11,7 +11,7 @@ import sqlite3
 import threading
 from collections import Counter
 
-from projects import make_project, task_responder
+from projects import make_project, never_perfect
 
 from skynet.cli import main
 from skynet.testing import fail, hang
@@ -43,7 +43,7 @@ class FaultMix:
             return fail(500)
         if kind == "hang":
             return hang(2.0)  # the endpoint's timeout_s (1 s) fires first
-        return task_responder(body)
+        return never_perfect(body)
 
 
 def _outcome(project):
@@ -61,7 +61,7 @@ def _outcome(project):
 
 
 def test_a_run_through_429s_500s_and_hangs_ends_as_a_calm_one(tmp_path, scripted_server, capsys):
-    scripted_server.responder = task_responder
+    scripted_server.responder = never_perfect  # a perfect best would stop it before the faults
     calm = make_project(tmp_path / "calm", scripted_server.url, budget=40)
     assert main(["-C", str(calm), "run"]) == 0
 

@@ -12,7 +12,7 @@ import threading
 from collections import Counter
 
 import pytest
-from projects import make_project, task_responder
+from projects import make_project, never_perfect
 
 from skynet.cli import main
 
@@ -33,11 +33,12 @@ def _state(project):
     return run_id, status, evaluations, proposals, candidates, paid
 
 
+# never_perfect: the run spends its budget (a perfect best would stop it before some moments).
 @pytest.mark.parametrize("moment", [3, 9, 17, 26, 38])  # the server request that kills it
 def test_a_run_killed_at_any_moment_resumes_to_the_unkilled_runs_result(
     tmp_path, scripted_server, moment
 ):
-    scripted_server.responder = task_responder
+    scripted_server.responder = never_perfect
     calm = make_project(tmp_path / "calm", scripted_server.url, budget=60)
     assert main(["-C", str(calm), "run"]) == 0
     _, _, calm_evaluations, calm_proposals, calm_candidates, calm_paid = _state(calm)
@@ -53,7 +54,7 @@ def test_a_run_killed_at_any_moment_resumes_to_the_unkilled_runs_result(
             seen += 1
             if seen == moment and process is not None:
                 os.kill(process.pid, signal.SIGKILL)  # mid-request: this reply never arrives
-        return task_responder(body)
+        return never_perfect(body)
 
     scripted_server.responder = killer
     process = subprocess.Popen(
@@ -65,7 +66,7 @@ def test_a_run_killed_at_any_moment_resumes_to_the_unkilled_runs_result(
     run_id, status, *_ = _state(project)
     assert status == "running"  # killed: no chance to say otherwise
 
-    scripted_server.responder = task_responder
+    scripted_server.responder = never_perfect
     assert main(["-C", str(project), "run", "--resume", run_id]) == 0
     _, status, evaluations, proposals, candidates, paid = _state(project)
     assert status == "finished"
