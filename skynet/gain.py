@@ -244,13 +244,7 @@ def paired_gain(
             low, high = max(-1.0, low), min(1.0, high)
     else:
         low = high = estimate  # no spread: every item moved by the same amount
-    significant = p_value < 1 - LEVEL
-    if significant and low > 0:
-        verdict = BETTER
-    elif significant and high < 0:
-        verdict = WORSE
-    else:
-        verdict = NO_DIFFERENCE
+    verdict = _verdict(p_value, low, high)
     if spread > 0.0:
         detectable = detectable_gain(n, variance=spread)
     else:
@@ -269,6 +263,17 @@ def paired_gain(
         b_mean=float(y.mean()),
         val_estimate=val_estimate,
     )
+
+
+def _verdict(p_value: float, low: float, high: float) -> str:
+    """The verdict: "better" when the interval lies above 0 and the test agrees (p < 0.05),
+    "worse" when below, else "no difference detected"."""
+    significant = p_value < 1 - LEVEL
+    if significant and low > 0:
+        return BETTER
+    if significant and high < 0:
+        return WORSE
+    return NO_DIFFERENCE
 
 
 def _mean(d: Any, axis: int = -1) -> Any:
@@ -344,13 +349,7 @@ def judge_gain(
     half = float(stats.t.ppf(1 - (1 - LEVEL) / 2, max(1, raw.n - 1))) * math.sqrt(var)
     low, high = max(-1.0, estimate - half), min(1.0, estimate + half)
     assert raw.p_value is not None  # n > 0
-    significant = raw.p_value < 1 - LEVEL
-    if significant and low > 0:
-        verdict = BETTER
-    elif significant and high < 0:
-        verdict = WORSE
-    else:
-        verdict = NO_DIFFERENCE
+    verdict = _verdict(raw.p_value, low, high)
 
     def corrected(q: float | None) -> float | None:
         return None if q is None else min(1.0, max(0.0, (q + tnr - 1) / youden))

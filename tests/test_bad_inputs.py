@@ -179,14 +179,21 @@ BROKEN = [
 
 @pytest.mark.parametrize(("case", "act", "command", "needles"), BROKEN, ids=[c[0] for c in BROKEN])
 def test_an_unusable_project_file_is_one_line(project, capsys, case, act, command, needles):
+    line = refused(project, capsys, act, command)
+    for needle in needles:
+        assert needle in line
+
+
+def refused(project: Path, capsys, act: Callable[[Path], None], command: list[str]) -> str:
+    """The one error line of `skynet -C PROJECT COMMAND` after act(project) broke it: exit 2,
+    and the runs already recorded left as they were."""
     before = records(project)
     act(project)
     capsys.readouterr()
     assert main(["-C", str(project), *command]) == 2
     line = one_error_line(capsys)
-    for needle in needles:
-        assert needle in line
     assert records(project) == before
+    return line
 
 
 # (case, the candidate file's bytes, or None for a directory, what the one line must say)

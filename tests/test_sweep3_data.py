@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_bad_inputs import one_error_line, project, recorded_project, records
+from test_bad_inputs import one_error_line, project, recorded_project, records, refused
 from test_python_api import ROWS, TRAIN, VAL, score
 
 import skynet
@@ -102,15 +102,10 @@ FILES = [
 
 @pytest.mark.parametrize(("case", "act", "command", "needles"), FILES, ids=[c[0] for c in FILES])
 def test_a_bad_data_file_is_one_line(project, capsys, case, act, command, needles):
-    before = records(project)
-    act(project)
-    capsys.readouterr()
-    assert main(["-C", str(project), *command]) == 2
-    line = one_error_line(capsys)
+    line = refused(project, capsys, act, command)
     for needle in needles:
         assert needle in line
     assert "metric" not in line.removeprefix("skynet: error: ")  # the data is blamed, not score()
-    assert records(project) == before
 
 
 def bounded(call: Callable[[], object], fifo: Path, seconds: float = 15) -> object:
