@@ -870,6 +870,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _resumable(exc: SkynetError) -> None:
+    """After the error that ended a recorded run: how to finish it."""
+    if exc.run_id:
+        print(
+            f"  run {exc.run_id} is kept as recorded: once that is fixed, "
+            f"`skynet run --resume {exc.run_id}` goes on from it (nothing recorded is sent again)",
+            file=sys.stderr,
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     args = build_parser().parse_args(argv)
@@ -886,12 +896,14 @@ def main(argv: list[str] | None = None) -> int:
     # escaped, it cannot drive the terminal.
     except ModelError as exc:
         print(f"skynet: model error: {printable(exc)}", file=sys.stderr)
+        _resumable(exc)
         return EXIT_FAULT
     except SkynetError as exc:
         first, *rest = str(exc).splitlines() or [""]
         print(f"skynet: error: {printable(first)}", file=sys.stderr)
         for line in rest:
             print(f"  {printable(line)}", file=sys.stderr)
+        _resumable(exc)
         return EXIT_USER
     except Exception:
         print(

@@ -33,7 +33,14 @@ __all__ = [
 
 
 class SkynetError(Exception):
-    """Root of every error Skynet raises on purpose."""
+    """Root of every error Skynet raises on purpose.
+
+    Attributes:
+        run_id: the recorded run this error ended (set by skynet.runner.run), so that what
+            tells the user can say how to resume it; None when no run was recorded.
+    """
+
+    run_id: str | None = None
 
 
 class ContractError(SkynetError):

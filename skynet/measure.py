@@ -71,6 +71,7 @@ class CallFigures:
     # calls that wait at once never take the same second off twice.
     waits: tuple[tuple[int, int], ...] = ()
     setup_cpu_ns: int = 0  # the calling thread's CPU time in that set-up (not the artifact's)
+    cost_note: str = ""  # why cost_usd is None, when not for want of a price
 
 
 # Private switch for tests: True takes each call's excluded_ns off on its own (the old formula,
@@ -102,6 +103,7 @@ class Meter:
         self._output_tokens = 0
         self._cost = 0.0
         self._unpriced: set[str] = set()
+        self._unknown_cost: set[str] = set()  # why a priced call's cost is unknown
         self._cached = 0
         # A cached call takes ~0 ms now but cost real time when first made: count that time.
         self._adjust_ns = 0
@@ -171,7 +173,9 @@ class Meter:
             self._calls += 1
             self._input_tokens += call.input_tokens
             self._output_tokens += call.output_tokens
-            if call.cost_usd is None:
+            if call.cost_usd is None and call.cost_note:
+                self._unknown_cost.add(call.cost_note)
+            elif call.cost_usd is None:
                 self._unpriced.add(call.model)
             else:
                 self._cost += call.cost_usd
@@ -230,6 +234,9 @@ class Meter:
                     f"cost not measurable: no known price for {models}; declare one under "
                     f'[models.prices."{sorted(self._unpriced)[0]}"] in skynet.toml'
                 )
+            elif self._unknown_cost:
+                cost = None
+                cost_note = f"cost not measurable: {'; '.join(sorted(self._unknown_cost))}"
             else:
                 cost = self._cost
                 cost_note = "" if self._calls else "no task-model calls"

@@ -394,6 +394,8 @@ def run(
             return _run(project, resume=resume, out=out, writer=writer, running=running)
         except BaseException as exc:
             _mark_ended(project, running, exc)
+            if running and isinstance(exc, SkynetError):
+                exc.run_id = running[0]  # what tells the user says how to resume it
             raise
 
 

@@ -12,6 +12,7 @@ seed, served from the records (the run store and the call cache).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import sys
@@ -28,7 +29,7 @@ from typing import IO, TYPE_CHECKING, Any
 from skynet.contract import TIMED_OUT_KEY
 from skynet.data import SPLITS, Item
 from skynet.engine import Candidate, Engine, EngineContext, EngineOutcome
-from skynet.errors import BudgetExhausted, ConfigError, RunAborted
+from skynet.errors import BudgetExhausted, ConfigError, RunAborted, StorageError
 from skynet.evaluation import CANDIDATE_ERROR, METRIC_ERROR, Evaluation, Result
 from skynet.executors import open_executor
 from skynet.mean import choose_best, mean_of
@@ -417,9 +418,20 @@ class RunSession:
         print(printable(text, multiline=True), file=self.stream, flush=True)
 
     def engine_log(self, message: str) -> None:
-        """A line of the engine's own log (its progress bars, its messages): runs/ID/engine.log."""
-        with self._log_lock, open(self.run_dir / "engine.log", "a", encoding="utf-8") as log:
-            log.write(message.rstrip() + "\n")
+        """A line of the engine's own log (its progress bars, its messages): runs/ID/engine.log.
+
+        Raises:
+            StorageError: the log cannot be written (a full disk, a read-only folder).
+        """
+        path = self.run_dir / "engine.log"
+        try:
+            with self._log_lock, open(path, "a", encoding="utf-8") as log:
+                log.write(message.rstrip() + "\n")
+        except OSError as exc:
+            why = "the disk is full" if exc.errno == errno.ENOSPC else "cannot write it"
+            raise StorageError(
+                f"{path}: {why} ({exc.strerror}); free some space or make it writable"
+            ) from exc
 
     # -- the engine's hooks ----------------------------------------------------------------
 

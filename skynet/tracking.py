@@ -128,6 +128,38 @@ def _reason(exc: BaseException) -> str:
     return text if len(text) <= 200 else text[:199] + "…"
 
 
+# MLflow's own limit on an experiment's name (mlflow.utils.validation).
+_MAX_EXPERIMENT_NAME = 500
+
+
+def _refused(uri: str, experiment: str) -> str:
+    """Why MLflow would refuse this URI or experiment name, said before any call ("" if not)."""
+    if len(experiment) > _MAX_EXPERIMENT_NAME:
+        return (
+            f"the experiment name is {len(experiment)} characters, MLflow takes at most "
+            f"{_MAX_EXPERIMENT_NAME}: give a shorter one (--experiment, or [tracking] experiment "
+            "in skynet.toml; the default is the project folder's name)"
+        )
+    if urlsplit(uri).scheme in ("", "file") and not _file_store_allowed():
+        return (
+            f"this MLflow writes no folder store ({uri}) unless MLFLOW_ALLOW_FILE_STORE=true is "
+            "set (MLflow keeps that store in maintenance mode): give a database instead "
+            "(--tracking-uri sqlite:///mlflow.db), or set that variable"
+        )
+    return ""
+
+
+def _file_store_allowed() -> bool:
+    """Whether the installed MLflow writes a folder store (the MLflows that refuse one unless
+    asked have MLFLOW_ALLOW_FILE_STORE; older ones always write it)."""
+    try:
+        from mlflow import environment_variables
+    except ImportError:
+        return True  # no mlflow: the export says so itself
+    allow = getattr(environment_variables, "MLFLOW_ALLOW_FILE_STORE", None)
+    return allow is None or bool(allow.get())
+
+
 def _probe(uri: str) -> None:
     """A quick answer from an http(s) server, before MLflow's own client retries for minutes."""
     parts = urlsplit(uri)
@@ -255,6 +287,9 @@ class _Logger:
     def open(self, row: RunRow) -> None:
         """Find the MLflow run of `row` (tag skynet.run_id) in the experiment, or make it; log
         the params it lacks and the tags as they stand."""
+        refused = _refused(self.uri, self.experiment)
+        if refused:
+            raise TrackingError(refused)
         _probe(self.uri)
         self.client = client = _mlflow_client(self.uri)
         self.experiment_id = self._experiment()

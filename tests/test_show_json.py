@@ -70,6 +70,7 @@ def test_the_summary_as_json_reads_back_with_every_figure(store, tmp_path, capsy
         "calls": 3,
         "cost_usd": pytest.approx(0.02),  # the cached call is not paid again
         "unpriced_calls": 0,
+        "untokened_calls": 0,
         "input_tokens": 0,
         "output_tokens": 0,
     }
@@ -80,6 +81,7 @@ def test_the_summary_as_json_reads_back_with_every_figure(store, tmp_path, capsy
         "calls": 0,
         "cost_usd": 0.0,  # no call: nothing spent, known
         "unpriced_calls": 0,
+        "untokened_calls": 0,
         "input_tokens": 0,
         "output_tokens": 0,
     }

@@ -567,9 +567,10 @@ class Models:
                 prompt=_json(messages),
                 fault=SERVICE_FAULT,  # the reply, not the request, was at fault
             ) from exc
-        cost = None if price is None else price.cost(in_tok, out_tok)
-        # A reply that reports no tokens is held at its worst case: it was paid for.
-        hold.settle(cost if in_tok or out_tok else None)
+        # A reply that reports no tokens (no `usage`: litellm fills in zeros) has an unknown
+        # cost, never $0; its reservation is held at the worst case: it was paid for.
+        cost = None if price is None or not (in_tok or out_tok) else price.cost(in_tok, out_tok)
+        hold.settle(cost)
         call = CachedCall(
             reply=reply,
             input_tokens=in_tok,
@@ -878,8 +879,17 @@ class Models:
             extra["api_key"] = s.api_key
         elif s.api_base and model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
             extra["api_key"] = "sk-no-key"  # local OpenAI-compatible servers take no key
-        return litellm.embedding(
-            model=model, input=texts, timeout=s.timeout_s, num_retries=0, max_retries=0, **extra
+        return _within(
+            s.timeout_s,
+            model,
+            lambda: litellm.embedding(
+                model=model,
+                input=texts,
+                timeout=s.timeout_s,
+                num_retries=0,
+                max_retries=0,
+                **extra,
+            ),
         )
 
     def _call_litellm(
@@ -902,14 +912,18 @@ class Models:
             # OpenAI client refuses to send a request without one.
             extra["api_key"] = "sk-no-key"
         # Skynet retries; litellm and the OpenAI client must not retry underneath it.
-        return litellm.completion(
-            model=model,
-            messages=_sendable(messages),
-            timeout=s.timeout_s,
-            num_retries=0,
-            max_retries=0,
-            **extra,
-            **params,
+        return _within(
+            s.timeout_s,
+            model,
+            lambda: litellm.completion(
+                model=model,
+                messages=_sendable(messages),
+                timeout=s.timeout_s,
+                num_retries=0,
+                max_retries=0,
+                **extra,
+                **params,
+            ),
         )
 
     def _finish(
@@ -927,7 +941,13 @@ class Models:
         setup_cpu_ns: int = 0,
         messages: list[dict[str, Any]] | None = None,
     ) -> Reply:
-        cost_note = "" if call.cost_usd is not None else f"no known price for {model}"
+        cost_note = ""
+        if call.cost_usd is None:
+            cost_note = (
+                f"no known price for {model}"
+                if self.price(model) is None
+                else f"{model} reported no token usage"
+            )
         self._record(
             CallRecord(
                 role=role,
@@ -957,6 +977,7 @@ class Models:
                     excluded_ns=excluded_ns,
                     waits=waits,
                     setup_cpu_ns=setup_cpu_ns,
+                    cost_note=cost_note if self.price(model) is not None else "",
                 )
             )
         return Reply(
@@ -976,6 +997,44 @@ class Models:
 
     def close(self) -> None:
         self.cache.close()
+
+
+def _within(timeout_s: float, model: str, call: Callable[[], Any]) -> Any:
+    """call(), bounded by timeout_s as a whole: httpx's timeout bounds each read only, so a
+    server that sends a byte now and then would hold a call (and a run) for ever. The call runs
+    on its own thread, left behind when late; an embedded model runs in this thread (its
+    timeout is httpx's business nowhere, and an abandoned thread would keep its CPU busy).
+
+    Raises:
+        litellm.exceptions.Timeout: no complete reply within timeout_s (transient: retried).
+    """
+    if model.startswith("local/"):
+        return call()
+    done = threading.Event()
+    outcome: list[Any] = []
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            outcome.append((True, context.run(call)))
+        except BaseException as exc:  # noqa: BLE001 — handed to the caller below
+            outcome.append((False, exc))
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="skynet-model-call", daemon=True).start()
+    if not done.wait(timeout_s):
+        from litellm import exceptions as errors
+
+        raise errors.Timeout(
+            message=f"no complete reply within timeout_s = {timeout_s:g} s",
+            model=model,
+            llm_provider=model.split("/", 1)[0],
+        )
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 def _prepare(model: str) -> None:

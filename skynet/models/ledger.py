@@ -65,7 +65,8 @@ class CallRecord:
 class LedgerTotals:
     """Sums over a ledger. cost_usd adds the priced calls, failed ones included (a failed call
     that may have been billed is counted at its kept reservation: failed_cost_usd, an upper
-    bound); unpriced_calls counts the calls with no known price."""
+    bound); unpriced_calls counts the calls with no known price, untokened_calls those of them
+    whose reply reported no token usage (a price cannot make their cost known)."""
 
     calls: int
     failed_calls: int
@@ -76,6 +77,7 @@ class LedgerTotals:
     unpriced_calls: int
     elapsed_ms: float
     failed_cost_usd: float = 0.0
+    untokened_calls: int = 0
 
     @property
     def cost_text(self) -> str:
@@ -125,4 +127,15 @@ class Ledger:
             unpriced_calls=sum(c.cost_usd is None for c in ok),
             elapsed_ms=sum(c.elapsed_ms for c in calls),
             failed_cost_usd=sum(c.cost_usd for c in calls if not c.ok and c.cost_usd is not None),
+            untokened_calls=sum(_untokened(c) for c in ok),
         )
+
+
+def _untokened(call: CallRecord) -> bool:
+    """A sent call whose reply reported no tokens: its cost is unknown, whatever the price."""
+    return (
+        call.cost_usd is None
+        and not call.cached
+        and call.input_tokens == 0
+        and call.output_tokens == 0
+    )

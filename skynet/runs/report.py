@@ -519,6 +519,7 @@ def summary_json(summary: RunSummary) -> dict[str, Any]:
             "calls": t.calls,
             "cost_usd": None if unknown else t.cost_usd,
             "unpriced_calls": t.unpriced_calls,
+            "untokened_calls": t.untokened_calls,
             "input_tokens": t.input_tokens,
             "output_tokens": t.output_tokens,
         }
@@ -635,6 +636,7 @@ def _total(cost: dict[str, LedgerTotals]) -> LedgerTotals:
         unpriced_calls=sum(t.unpriced_calls for t in values),
         elapsed_ms=sum(t.elapsed_ms for t in values),
         failed_cost_usd=sum(t.failed_cost_usd for t in values),
+        untokened_calls=sum(t.untokened_calls for t in values),
     )
 
 
@@ -1023,12 +1025,25 @@ def _facts(s: RunSummary) -> list[str]:
             f"Evaluations: {sum(c.val_items + c.test_items for c in s.candidates)}",
             errors,
             *_printed(s),
+            *_untokened(s),
         ]
     return [
         f"Metric calls used: {_budget_calls(s)}",
         errors,
         f"Proposals: {_counts(s.proposals)}",
         *_printed(s),
+        *_untokened(s),
+    ]
+
+
+def _untokened(s: RunSummary) -> list[str]:
+    """One line when replies reported no token usage: their cost is unknown, never $0."""
+    roles = {role: t.untokened_calls for role, t in s.cost.items() if t.untokened_calls}
+    if not roles:
+        return []
+    return [
+        f"Cost unknown for {sum(roles.values())} call(s) ({_counts(roles)}): the server's reply "
+        "reported no token usage, so no price can cost them; they show as unpriced, never as $0"
     ]
 
 

@@ -1168,7 +1168,8 @@ class RunStore:
         task, reflection and metric are always present. Tokens and cost_usd add the calls that
         were not served from the cache (a replay pays nothing and sends nothing); cost_usd counts
         failed calls too, at what they were counted at (failed_cost_usd: a kept reservation, an
-        upper bound); unpriced_calls counts the calls with no known price.
+        upper bound); unpriced_calls counts the calls with no known price, untokened_calls those
+        whose reply reported no token usage.
         """
         rows = self._query(
             """
@@ -1183,6 +1184,8 @@ class RunStore:
                 SUM(CASE WHEN cached = 0 AND cost_usd IS NOT NULL
                     THEN cost_usd ELSE 0 END) AS cost_usd,
                 SUM(ok = 1 AND cost_usd IS NULL) AS unpriced_calls,
+                SUM(ok = 1 AND cached = 0 AND cost_usd IS NULL
+                    AND input_tokens = 0 AND output_tokens = 0) AS untokened_calls,
                 SUM(elapsed_ms) AS elapsed_ms,
                 SUM(CASE WHEN ok = 0 AND cost_usd IS NOT NULL
                     THEN cost_usd ELSE 0 END) AS failed_cost_usd
@@ -1212,6 +1215,7 @@ class RunStore:
                 unpriced_calls=int(r["unpriced_calls"]),
                 elapsed_ms=float(r["elapsed_ms"]),
                 failed_cost_usd=float(r["failed_cost_usd"]),
+                untokened_calls=int(r["untokened_calls"]),
             )
         return totals
 

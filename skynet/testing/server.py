@@ -21,6 +21,7 @@ import base64
 import json
 import socket
 import struct
+import sys
 import threading
 import time
 from collections import deque
@@ -365,6 +366,11 @@ class ScriptedServer:
             # dropped one costs the client a full second before it retries.
             request_queue_size = 128
 
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                if isinstance(sys.exc_info()[1], OSError):
+                    return  # a connection dropped (a crash(), a client that gave up): no noise
+                super().handle_error(request, client_address)
+
         self._httpd = Server(("127.0.0.1", self.port), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
@@ -375,10 +381,11 @@ class ScriptedServer:
 
     def stop(self) -> None:
         self._closing.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
+        with self._lock:  # a crash() on another thread may stop it at the same time
+            httpd, self._httpd = self._httpd, None
+        if httpd is not None:
+            httpd.shutdown()
+            httpd.server_close()
 
     def crash(self) -> None:
         """Die as a crashed server does: stop listening and drop every open connection (stop()
