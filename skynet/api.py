@@ -134,14 +134,23 @@ class RunResult:
 
         return render_text(self._summary())
 
-    def to_html(self, path: str | os.PathLike[str]) -> Path:
+    def to_html(self, path: str | os.PathLike[str], *, force: bool = False) -> Path:
         """Write the run's pages (overview, every item, every candidate, cost and time) as one
         self-contained, offline HTML file to `path`, as `skynet show RUN --html`; returns the
-        path."""
+        path. Refused, as there: a database of the store (always), an existing file that is not
+        a page Skynet wrote (unless force=True)."""
         from skynet.runs import RunStore
+        from skynet.runs.report import check_html_target
         from skynet.view.pages import render_document
 
-        target = Path(path)
+        target = check_html_target(
+            path,
+            self.store,
+            force=force,
+            given=f"RunResult.to_html({str(path)!r})",
+            fix="give to_html() another path, e.g. to_html('report.html')",
+            force_flag="force=True",
+        )
         summary = self._summary()
         with RunStore(self.store / "runs.db") as store:
             page = render_document(store, summary)

@@ -13,7 +13,7 @@ import signal
 import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from skynet import __version__, packages
 from skynet.commands import (
@@ -359,59 +359,21 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# The databases Skynet keeps in a project's .skynet, and the files that complete one.
-_DATABASES = ("runs.db", "cache.db", "embeddings.db")
-_COMPANIONS = ("-wal", "-shm", "-journal")
-
-
 def _html_target(args: argparse.Namespace) -> Path | None:
     """The file `show --html` writes, refused before anything is read where writing it would
-    destroy something: an empty path; a database of the project (the run store, a cache), any
-    SQLite file, or one's -wal/-shm/-journal (never, even with --force); an existing file
-    that is not a page Skynet wrote (unless --force)."""
-    from skynet.runs.report import HTML_HEAD, HTML_HEAD_BEFORE
+    destroy something (skynet.runs.report.check_html_target)."""
+    from skynet.runs.report import check_html_target
 
     if args.html is None:
         return None
-    if not args.html.strip():
-        raise ConfigError(
-            f"--html {args.html!r}: an empty path; give --html the file to write, e.g. "
-            "--html report.html"
-        )
-    target = Path(args.html)
-    resolved = target.resolve()
-    base = resolved
-    for suffix in _COMPANIONS:
-        if base.name.endswith(suffix):
-            base = base.with_name(base.name.removesuffix(suffix))
-    store = (folder_of(args) / ".skynet").resolve()
-    if base in {store / name for name in _DATABASES} or _sqlite_file(base):
-        raise ConfigError(
-            f"--html {target}: is {'a file of ' if base != resolved else ''}a database Skynet "
-            "keeps its records in; writing the page there would destroy it (even with "
-            "--force); give --html another path, e.g. --html report.html"
-        )
-    if resolved.is_file() and not getattr(args, "force", False):
-        try:
-            with resolved.open("rb") as f:
-                head = f.read(len(HTML_HEAD.encode()))
-        except OSError:
-            head = b""  # write_text says why it cannot be written
-        if not head.startswith((HTML_HEAD.encode(), HTML_HEAD_BEFORE.encode())):
-            raise ConfigError(
-                f"--html {target}: the file exists and is not a page Skynet wrote; give --html "
-                "another path, or add --force to overwrite it"
-            )
-    return target
-
-
-def _sqlite_file(path: Path) -> bool:
-    """Whether `path` is an SQLite database (its first 16 bytes say so)."""
-    try:
-        with path.open("rb") as f:
-            return f.read(16) == b"SQLite format 3\x00"
-    except OSError:
-        return False
+    return check_html_target(
+        args.html,
+        folder_of(args) / ".skynet",
+        force=getattr(args, "force", False),
+        given=f"--html {args.html!r}" if not args.html.strip() else f"--html {args.html}",
+        fix="give --html another path, e.g. --html report.html",
+        force_flag="--force",
+    )
 
 
 def _show_two(
@@ -730,8 +692,25 @@ def _print_evaluation(project: Any, split: str, label: str, done: Any, *, where:
         )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose refusal is one `skynet: error:` line like every other (argparse
+    prints its usage first); its subcommands' parsers are of this class too."""
+
+    def error(self, message: str, prog: str = "") -> NoReturn:
+        prog = prog or self.prog
+        self.exit(2, f"skynet: error: {message}; `{prog} --help` lists what it takes\n")
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:  # name the subcommand they were given to, not the top level
+            words = [self.prog, *(getattr(parsed, k, None) for k in ("command", "target", "step"))]
+            prog = " ".join(w for w in words if isinstance(w, str))
+            self.error(f"unrecognized arguments: {' '.join(extra)}", prog)
+        return parsed
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="skynet",
         description="Optimize prompts against one metric.py; every run recorded and reported.",
     )

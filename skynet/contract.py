@@ -11,6 +11,7 @@ Every check has a name that appears in its messages ("Metric return value", "ans
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
@@ -90,6 +91,17 @@ class Limits:
     time_s: float | None = 60.0
     feedback_chars: int = 4000
     max_scores: int = 32
+
+
+def _awaited(coroutine: Any) -> Any:
+    """The coroutine's result, run on an event loop of its own (on a thread of its own when
+    this thread already runs one, as a notebook's does)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -418,7 +430,9 @@ class Metric:
 
         def call() -> Any:
             with capturing(printed):
-                return self.fn(*args)
+                value = self.fn(*args)
+                # An `async def score` (inspect_ai's scorers are) is awaited here, to its end.
+                return _awaited(value) if inspect.iscoroutine(value) else value
 
         if self.limits.time_s is None:
             try:

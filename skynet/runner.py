@@ -366,6 +366,7 @@ def _start(project: Project) -> tuple[Models, _EnginePlan, Engine, int]:
         base_dir=project.dir,
     )
     models.check_budget_prices()  # before the self-test: a judge metric calls models
+    models.check_names()
     plan = _resolve_engine(project)  # the engine's options are checked before any model call
     report = self_test(project)
     if not report.ok:
@@ -660,6 +661,7 @@ def evaluate_candidate(
         base_dir=project.dir,
     )
     models.check_budget_prices()
+    models.check_names()
     store = project.open_store()
     store.check_integrity()
     row = store.get_run(run_id)

@@ -363,6 +363,33 @@ class Models:
             if self.price(name) is None:
                 raise _unpriced(" and ".join(used_by), name, self.config.max_cost_usd)
 
+    def check_names(self) -> None:
+        """Refuse (before any call) a role's model whose name names no provider litellm knows
+        ("gpt-nothing"): every call would be refused, and not for anything a candidate did.
+
+        Raises:
+            ConfigError: naming the role(s), the model and how to write its name.
+        """
+        roles: dict[str, list[str]] = {}
+        for role in ROLES:
+            name = self.config.model_for(role)
+            if name and not name.startswith("local/"):
+                roles.setdefault(name, []).append(role)
+        if not roles:
+            return
+        from skynet.models._litellm import litellm
+
+        for name, used_by in roles.items():
+            try:
+                litellm.get_llm_provider(name, api_base=self.settings(name).api_base)
+            except Exception:  # noqa: BLE001 — litellm says "no provider" in several types
+                raise ConfigError(
+                    f"the {' and '.join(used_by)} model '{name}' names no provider litellm "
+                    "knows: write it as PROVIDER/MODEL (e.g. openai/gpt-4o-mini; openai/NAME "
+                    "for an OpenAI-compatible server at an api_base) in skynet.toml [models] "
+                    "or the --task-model / --reflection-model flag"
+                ) from None
+
     def _budget_price(self, role: str, model: str) -> Price:
         price = self.price(model)
         if price is None:

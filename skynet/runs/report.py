@@ -17,6 +17,7 @@ import hashlib
 import html
 import json
 import math
+import os
 import secrets
 from bisect import bisect_right
 from collections import Counter
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from skynet.contract import STDOUT_KEY
+from skynet.errors import ConfigError
 from skynet.evaluation import CANDIDATE_ERROR
 from skynet.gain import Gain, paired_gain
 from skynet.mean import Mean, Paired, beside, mean_of, paired, paired_scores
@@ -916,7 +918,6 @@ def _repeat_rows(s: RunSummary) -> list[list[str]]:
 
 def _package_sections(view: ReportView) -> tuple[ReportSection, ...]:
     """The section the run's scorer package adds, if its metric is one (skynet.packages)."""
-    from skynet.errors import ConfigError
     from skynet.packages import package_for
 
     name = (view.run.config.get("metric") or {}).get("name")
@@ -1259,3 +1260,65 @@ def page(
         f"<title>{_h(title)}</title><style>{CSS}{css}</style></head>"
         f"<body{attrs}>{''.join(body)}{js}</body></html>\n"
     )
+
+
+# The databases Skynet keeps in a project's .skynet, and the files that complete one.
+_DATABASES = ("runs.db", "cache.db", "embeddings.db")
+_COMPANIONS = ("-wal", "-shm", "-journal")
+
+
+def check_html_target(
+    path: str | os.PathLike[str],
+    store_dir: Path,
+    *,
+    force: bool,
+    given: str,
+    fix: str,
+    force_flag: str,
+) -> Path:
+    """`path`, unless writing a report there would destroy something: an empty path; a database
+    of the project (the run store, a cache), any SQLite file, or one's -wal/-shm/-journal
+    (never, even with force); an existing file that is not a page Skynet wrote (unless force).
+
+    Args:
+        given: how the caller was given the path, for the message ("--html x", "to_html('x')").
+        fix: how to give another path; force_flag: how to overwrite anyway ("--force").
+
+    Raises:
+        ConfigError: naming the path, why, and the fix.
+    """
+    if not str(path).strip():
+        raise ConfigError(f"{given}: an empty path; {fix}")
+    target = Path(path)
+    resolved = target.resolve()
+    base = resolved
+    for suffix in _COMPANIONS:
+        if base.name.endswith(suffix):
+            base = base.with_name(base.name.removesuffix(suffix))
+    store = store_dir.resolve()
+    if base in {store / name for name in _DATABASES} or _sqlite_file(base):
+        raise ConfigError(
+            f"{given}: is {'a file of ' if base != resolved else ''}a database Skynet keeps its "
+            f"records in; writing the page there would destroy it (even with {force_flag}); {fix}"
+        )
+    if resolved.is_file() and not force:
+        try:
+            with resolved.open("rb") as f:
+                head = f.read(len(HTML_HEAD.encode()))
+        except OSError:
+            head = b""  # the write says why it cannot be written
+        if not head.startswith((HTML_HEAD.encode(), HTML_HEAD_BEFORE.encode())):
+            raise ConfigError(
+                f"{given}: the file exists and is not a page Skynet wrote; {fix}, or add "
+                f"{force_flag} to overwrite it"
+            )
+    return target
+
+
+def _sqlite_file(path: Path) -> bool:
+    """Whether `path` is an SQLite database (its first 16 bytes say so)."""
+    try:
+        with path.open("rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False

@@ -966,28 +966,40 @@ class RunStore:
         except sqlite3.IntegrityError as exc:  # foreign key: the run does not exist
             raise self._unknown_run(run_id) from exc
 
-    @staticmethod
-    def _evaluation_row(r: sqlite3.Row) -> EvaluationRow:
-        return EvaluationRow(
-            item_id=r["item_id"],
-            candidate_id=r["candidate_id"],
-            split=r["split"],
-            output=None if r["output"] is None else json.loads(r["output"]),
-            score=r["score"],
-            feedback=r["feedback"],
-            scores=json.loads(r["scores"]),
-            observation=None if r["observation"] is None else json.loads(r["observation"]),
-            error=r["error"],
-            error_kind=r["error_kind"],
-            seq=r["seq"],
-            metric_hash=r["metric_hash"],
-            output_is_repr=bool(r["output_is_repr"]),
-            extra=json.loads(r["extra"]),
-            traceback=r["traceback"],
-            notes=tuple(json.loads(r["notes"])),
-            created=r["created"],
-            repetitions=tuple(json.loads(r["repetitions"])),
-        )
+    def _evaluation_row(self, r: sqlite3.Row) -> EvaluationRow:
+        """The evaluation of a row. A field that does not read as stored (a damaged record: a
+        score that is not a number, JSON that is not JSON) raises a StorageError naming the run
+        and the item."""
+        try:
+            score = r["score"]
+            if score is not None and (isinstance(score, bool) or not isinstance(score, float | int)):
+                raise ValueError(f"its score is {score!r}, not a number")
+            return EvaluationRow(
+                item_id=r["item_id"],
+                candidate_id=r["candidate_id"],
+                split=r["split"],
+                output=None if r["output"] is None else json.loads(r["output"]),
+                score=score,
+                feedback=r["feedback"],
+                scores=json.loads(r["scores"]),
+                observation=None if r["observation"] is None else json.loads(r["observation"]),
+                error=r["error"],
+                error_kind=r["error_kind"],
+                seq=r["seq"],
+                metric_hash=r["metric_hash"],
+                output_is_repr=bool(r["output_is_repr"]),
+                extra=json.loads(r["extra"]),
+                traceback=r["traceback"],
+                notes=tuple(json.loads(r["notes"])),
+                created=r["created"],
+                repetitions=tuple(json.loads(r["repetitions"])),
+            )
+        except (TypeError, ValueError) as exc:  # ValueError: JSONDecodeError, not UTF-8
+            raise StorageError(
+                f"{self.path}: the record of run {r['run_id']} is damaged: the evaluation of item "
+                f"{r['item_id']!r} by candidate {r['candidate_id']}: {exc}; the other runs are "
+                "whole: `skynet runs` lists them, `skynet show RUN` reports one"
+            ) from None
 
     def forget_evaluation(
         self, run_id: str, candidate_id: str, item_id: str, metric_hash: str
