@@ -972,7 +972,9 @@ class RunStore:
         and the item."""
         try:
             score = r["score"]
-            if score is not None and (isinstance(score, bool) or not isinstance(score, float | int)):
+            if score is not None and (
+                isinstance(score, bool) or not isinstance(score, float | int)
+            ):
                 raise ValueError(f"its score is {score!r}, not a number")
             return EvaluationRow(
                 item_id=r["item_id"],
