@@ -75,6 +75,15 @@ def cmd_check(args: argparse.Namespace) -> int:
             "the reflection model writes it from the metric's feedback; write a first version "
             "to start from it"
         )
+    nulls = getattr(project.artifact, "null_placeholders", None)
+    found = nulls([*ds.train, *ds.val, *ds.test]) if nulls else []
+    if found:
+        (item, column), more = found[0], len(found) - 1
+        print(
+            f"note: item '{item}' has a null in column '{column}', which the prompt's user "
+            f"section puts in the message: it goes in as empty text"
+            + (f" ({more} more null(s) like it)" if more else "")
+        )
     for note in split_notes(val=len(ds.val), test=len(ds.test)):
         print(f"note: {note}")
     return EXIT_OK

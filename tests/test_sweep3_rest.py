@@ -4,6 +4,7 @@ RunResult.to_html's guard (the one `show --html` has)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import textwrap
@@ -172,3 +173,24 @@ def test_to_html_refuses_the_store_and_a_file_it_did_not_write(tmp_path, scripte
     with pytest.raises(ConfigError, match="an empty path"):
         result.to_html("")
     shutil.rmtree(store)
+
+
+# -- a null input: empty text in the prompt, noted by check -------------------------------
+
+
+def test_a_null_input_goes_in_as_empty_text_and_check_says_so(tmp_path, scripted_server, capsys):
+    scripted_server.responder = task_responder
+    project = make_project(tmp_path / "p", scripted_server.url, budget=20)
+    data = project / "data.jsonl"
+    rows = [json.loads(line) for line in data.read_text().splitlines()]
+    rows[1]["country"] = None
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["-C", str(project), "check"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"note: item '{rows[1]['id']}' has a null in column 'country', which the prompt's user "
+        "section puts in the message: it goes in as empty text"
+    ) in out
+    assert main(["-C", str(project), "eval", "--candidate", "seed", "--split", "val"]) == 0
+    users = [b["messages"][-1]["content"] for b in scripted_server.requests]
+    assert "Country: " in users and "Country: None" not in users

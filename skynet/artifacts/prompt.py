@@ -122,6 +122,11 @@ class PromptArtifact:
 
         return run_with_tools
 
+    def null_placeholders(self, items: Sequence[Any]) -> list[tuple[str, str]]:
+        """(item id, column) for each null input the user template puts in a message."""
+        names = _placeholders(self.user_template)
+        return [(i.id, n) for i in items for n in names if n in i.input and i.input[n] is None]
+
     def render(self, candidate: dict[str, str]) -> str:
         return render_prompt(self, candidate)
 
@@ -152,6 +157,13 @@ class PromptArtifact:
 
 
 class _Columns(dict):
+    """An item's input columns as the user template reads them: a null (None) is empty text,
+    never the word "None" (`skynet check` notes the items that have one)."""
+
+    def __getitem__(self, key: str) -> Any:
+        value = super().__getitem__(key)
+        return "" if value is None else value
+
     def __missing__(self, key: str) -> str:  # checked at load; kept for safety
         raise KeyError(key)
 
