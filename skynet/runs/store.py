@@ -406,6 +406,12 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
+def _bounded(value: str | None) -> str | None:
+    """A feedback, error or traceback text as runs.db keeps it: at most CALL_TEXT_BYTES, the
+    rest said by its size and sha256 (what a candidate raises is its own to make huge)."""
+    return None if value is None else kept_text(value, CALL_TEXT_BYTES)
+
+
 def _text(value: str | None) -> str | None:
     """Text for a TEXT column: a lone surrogate (a model reply, a candidate's output quoted in
     feedback) is kept as its escape (\\ud800) instead of failing the write and losing the row."""
@@ -944,13 +950,13 @@ class RunStore:
                         output,
                         int(output_is_repr),
                         None if result.error is not None else _float_or_none(result.score),
-                        _text(result.feedback),
+                        _text(_bounded(result.feedback)),
                         _dumps(dict(result.scores)),
                         _dumps(dict(result.extra)),
                         obs,
-                        _text(result.error),
+                        _text(_bounded(result.error)),
                         result.error_kind,
-                        _text(result.traceback),
+                        _text(_bounded(result.traceback)),
                         _dumps(list(result.notes)),
                         metric_hash,
                         _now(),

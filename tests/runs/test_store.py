@@ -421,3 +421,29 @@ def test_the_v1_fixture_still_loads(tmp_path: Path):
         # A store read from the fixture is writable too.
         store.record_evaluation(V1_RUN, "c1", "test", Result(item_id="x1", score=0.5), "m1")
         assert len(store.evaluations(V1_RUN, split="test")) == 1
+
+
+def test_a_huge_error_traceback_or_feedback_is_stored_cut_with_its_hash(store: RunStore):
+    # A candidate makes what it raises: 5 MB of it must not grow runs.db by 5 MB per item.
+    from skynet.models.ledger import CALL_TEXT_BYTES
+
+    run_id = new_run(store)
+    huge = "x" * (5 << 20)
+    store.record_evaluation(
+        run_id,
+        "c0",
+        "val",
+        Result(item_id="a", error=huge, error_kind="candidate", traceback=huge),
+        "m1",
+    )
+    store.record_evaluation(
+        run_id, "c0", "val", Result(item_id="b", score=0.0, feedback=huge), "m1"
+    )
+    a = store.find_evaluation(run_id, "c0", "a", "m1")
+    b = store.find_evaluation(run_id, "c0", "b", "m1")
+    assert a is not None and b is not None
+    for text in (a.error, a.traceback, b.feedback):
+        assert text is not None and len(text.encode()) < CALL_TEXT_BYTES + 200
+        assert text.startswith("x" * 1000) and "…[cut: " in text and "sha256 " in text
+    files = [store.path, store.path.with_name(store.path.name + "-wal")]
+    assert sum(f.stat().st_size for f in files if f.exists()) < 4 << 20
