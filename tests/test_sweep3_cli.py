@@ -496,3 +496,11 @@ def test_the_wall_time_is_never_negative(project, capsys, case, act, shown):
     assert main(["-C", str(project), "show", last]) == 0
     wall = capsys.readouterr().out.split("wall time ", 1)[1].split()[0]
     assert wall == (shown or f"{measured:.1f}s")
+
+
+def test_a_wall_time_not_measured_says_it_spans_the_pauses(project, capsys):
+    last, _ = run_ids(project)  # as a run resumed after a kill leaves it
+    sql(project, "UPDATE runs SET wall_seconds = NULL WHERE id = ?", (last,))
+    capsys.readouterr()
+    assert main(["-C", str(project), "show", last]) == 0
+    assert "(start to end, any pause included)" in capsys.readouterr().out

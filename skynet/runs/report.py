@@ -124,7 +124,8 @@ class RunSummary:
         val_items: items in the val reference set (those the seed was evaluated on).
         test_items: items in the test reference set.
         stale: (candidate, item) pairs scored only under another metric; rescore to count them.
-        wall_seconds: time from the run's start to its end (or its last record while running).
+        wall_seconds: how long the run ran (RunRow.wall_seconds); when that was not measured,
+            from its start to its end (or its last record while running), said by wall_note.
         current_hash: the metric hash the project grades under now (None: not known).
         outdated: counted results graded under another hash than `current_hash` (an older
             reference or scoring config): stale until `skynet rescore`.
@@ -162,6 +163,7 @@ class RunSummary:
     stale: int
     wall_seconds: float | None
     sections: tuple[ReportSection, ...] = ()
+    wall_note: str = ""  # how wall_seconds was had when not measured ("start to end, ...")
     current_hash: str | None = None
     outdated: int = 0
     repeats: tuple[ItemRepeats, ...] = ()
@@ -400,8 +402,10 @@ def summarize(
             )
 
     errors = [e for e in evals if e.error is not None]
-    wall = run.wall_seconds  # measured on a monotonic clock, when the run ran in one go
+    wall = run.wall_seconds  # measured on a monotonic clock (a resume's pause left out)
+    wall_note = ""
     if wall is None:
+        wall_note = "start to end, any pause included"
         start = _parse_time(run.created)
         last = max((e.created for e in every), default=None)
         end = _parse_time(run.finished) or _parse_time(last)
@@ -445,6 +449,7 @@ def summarize(
         test_items=len(test_ref),
         stale=stale,
         wall_seconds=wall,
+        wall_note=wall_note if wall is not None else "",
         sections=_package_sections(view),
         current_hash=current_hash,
         outdated=outdated,
@@ -955,7 +960,7 @@ def render_text(summary: RunSummary, *, columns: int | None = None) -> str:
         f"Run {run.id}  {run.status}  {engine}",
         *prose(
             f"started {run.created}  finished {run.finished or '-'}  "
-            f"wall time {_duration(s.wall_seconds)}",
+            f"wall time {_duration(s.wall_seconds)}" + (f" ({s.wall_note})" if s.wall_note else ""),
             "  ",
         ),
         f"  dataset {run.dataset_hash[:12]}  metric {s.metric_hash[:12]}",
@@ -1137,7 +1142,8 @@ def overview_html(summary: RunSummary, *, item_by_item: Sequence[str] = ()) -> l
         else f"engine {_h(run.engine)} · seed {_h(run.seed)}",
         f"started {_h(run.created)}",
         f"finished {_h(run.finished or '-')}",
-        f"wall time {_h(_duration(s.wall_seconds))}",
+        f"wall time {_h(_duration(s.wall_seconds))}"
+        + (f" ({_h(s.wall_note)})" if s.wall_note else ""),
         f'dataset <span class="mono">{_h(run.dataset_hash[:12])}</span>',
         f'metric <span class="mono">{_h(s.metric_hash[:12])}</span>',
     ]

@@ -246,8 +246,9 @@ class RunRow:
         error: why the run failed or was aborted, when it did.
         finished: ISO-8601 UTC time the run ended (None while running).
         notes: free-form JSON facts about the run (e.g. choices the engine made).
-        wall_seconds: how long it ran, on a monotonic clock, when it ran in one go (None: still
-            running, resumed, or recorded before this was kept).
+        wall_seconds: how long it ran, on a monotonic clock, its resumes' pauses left out
+            (None: still running, resumed after a process that was killed, or recorded before
+            this was kept).
         damaged: what of its record cannot be read ("" when it is whole); only
             `list_runs(damaged=True)` hands out such a row, its unreadable fields empty.
     """
@@ -490,6 +491,8 @@ class RunStore:
         self._lock = threading.RLock()
         # When each run this store created began, on the monotonic clock (see set_status).
         self._began: dict[str, float] = {}
+        # A resumed run's time before this process: None when unknown (it was killed).
+        self._carried: dict[str, float | None] = {}
         if readonly and self._open_reading():
             return
         try:
@@ -803,9 +806,10 @@ class RunStore:
 
     def set_status(self, run_id: str, status: str, *, error: str | None = None) -> None:
         """Set a run's status; any status but "running" also stamps the finish time, and, for
-        a run this store created, how long it ran on the monotonic clock (wall_seconds). Set
-        to "running" again (a resume), the run was not made in one go: its wall_seconds is
-        cleared.
+        a run this store created or resumed, how long it ran on the monotonic clock
+        (wall_seconds). Set to "running" again (a resume), its wall_seconds so far is carried
+        and this process's time added at its end, the pause left out; when the time before is
+        unknown (its process was killed), so is the whole.
 
         Args:
             run_id: the run.
@@ -822,13 +826,23 @@ class RunStore:
             )
         began = self._began.pop(run_id, None)
         if status == RUNNING:
+            # A resume: the time it ran before (known when it ended cleanly, not when killed) is
+            # carried, and this process's time added at its end; a pause is in neither.
+            if began is None:
+                rows = self._query("SELECT wall_seconds FROM runs WHERE id = ?", (run_id,))
+                before = rows[0]["wall_seconds"] if rows else None
+                self._began[run_id] = time.monotonic()
+                self._carried[run_id] = before
+            else:
+                self._began[run_id] = began
             self._update_run(
                 run_id,
                 "status = ?, error = ?, finished = NULL, wall_seconds = NULL",
                 (status, _text(error)),
             )
             return
-        wall = None if began is None else time.monotonic() - began
+        carried = self._carried.pop(run_id, 0.0)
+        wall = None if began is None or carried is None else carried + time.monotonic() - began
         # Another store's status (a run marked ended after its engine) keeps the figure.
         self._update_run(
             run_id,

@@ -447,3 +447,33 @@ def test_a_huge_error_traceback_or_feedback_is_stored_cut_with_its_hash(store: R
         assert text.startswith("x" * 1000) and "…[cut: " in text and "sha256 " in text
     files = [store.path, store.path.with_name(store.path.name + "-wal")]
     assert sum(f.stat().st_size for f in files if f.exists()) < 4 << 20
+
+
+def test_a_resumed_runs_wall_time_leaves_its_pause_out(tmp_path: Path):
+    import time
+
+    path = runs_db_path(tmp_path)
+    with RunStore(path) as first:
+        run_id = new_run(first)
+        time.sleep(0.05)
+        first.set_status(run_id, "stopped", error="interrupted")
+        before = first.get_run(run_id).wall_seconds
+    assert before is not None and before >= 0.05
+    time.sleep(0.4)  # the pause: in no process's time
+    with RunStore(path) as second:
+        second.set_status(run_id, "running")
+        assert second.get_run(run_id).wall_seconds is None  # while it runs
+        time.sleep(0.05)
+        second.set_status(run_id, "finished")
+        wall = second.get_run(run_id).wall_seconds
+    assert wall is not None and before + 0.05 <= wall < before + 0.4
+
+
+def test_a_run_resumed_after_a_kill_has_no_measured_wall_time(tmp_path: Path):
+    path = runs_db_path(tmp_path)
+    with RunStore(path) as first:
+        run_id = new_run(first)  # its process was killed: nothing set its wall time
+    with RunStore(path) as second:
+        second.set_status(run_id, "running")
+        second.set_status(run_id, "finished")
+        assert second.get_run(run_id).wall_seconds is None  # unknown, not the last part only
