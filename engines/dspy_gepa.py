@@ -27,6 +27,7 @@ from typing import Any, cast
 
 from engines.options import dspy_gepa_options
 from engines.sampling import fit_options
+from engines.stops import PerfectOnVal
 from engines.verdicts import Verdicts
 from skynet.data import Item
 from skynet.engine import Candidate, EngineContext, EngineOutcome, EngineSettings
@@ -224,6 +225,8 @@ class DspyGepaEngine:
         if ctx.frontier is not None:  # Auto's choice; gepa_kwargs.frontier_type wins
             gepa_kwargs.setdefault("frontier_type", ctx.frontier)
         gepa_kwargs = fit_options(gepa_kwargs, ctx)
+        # dspy.GEPA's own perfect_score (1.0 unless set) is the top score here too.
+        perfect = PerfectOnVal(ctx, options.get("perfect_score"))
         # The embedded small models ramble to any limit; a real one gets its own, as in DSPy.
         small = ctx.settings.reflection_model.startswith("local/")
         optimizer = dspy.GEPA(
@@ -241,7 +244,7 @@ class DspyGepaEngine:
             **options,
             gepa_kwargs={
                 **gepa_kwargs,
-                "stop_callbacks": [lambda state: ctx.should_stop()],
+                "stop_callbacks": [lambda state: ctx.should_stop(), perfect],
                 "callbacks": [
                     *gepa_kwargs.get("callbacks", ()),
                     _Proposals(ctx, lambda n: program_artifact.component(_component(n))),
@@ -278,4 +281,5 @@ class DspyGepaEngine:
             parents=[list(p) for p in details.parents],
             val_scores=[float(s) for s in details.val_aggregate_scores],
             metric_calls=int(getattr(details, "total_metric_calls", 0) or 0),
+            stopped_by=perfect.said,
         )

@@ -41,6 +41,7 @@ from typing import Any, cast
 
 from engines.options import gepa_options
 from engines.sampling import fit_options
+from engines.stops import PerfectOnVal
 from engines.verdicts import Verdicts
 from skynet.data import Item
 from skynet.engine import Candidate, EngineContext, EngineOutcome, EngineSettings
@@ -320,31 +321,6 @@ class _Plateau:
         return False
 
 
-class _Perfect:
-    """Stops once a candidate scored the metric's top score on every val item: nothing is left
-    to gain on val, and more proposals would only spend reflection and metric calls. The top
-    score is [engine.options] perfect_score; unset, 1.0 (gepa.optimize's default) as long as
-    no val score above 1.0 was seen (a metric on another scale never stops here)."""
-
-    def __init__(self, ctx: EngineContext, perfect: float | None) -> None:
-        self.ctx = ctx
-        self.perfect = perfect
-        self.said = ""
-
-    def __call__(self, gepa_state: Any) -> bool:
-        every = list(getattr(gepa_state, "prog_candidate_val_subscores", []) or [])
-        top = self.perfect
-        if top is None:
-            if any(score > 1.0 for scores in every for score in scores.values()):
-                return False
-            top = 1.0
-        val = len(self.ctx.val)
-        if any(len(s) == val and all(x >= top for x in s.values()) for s in every):
-            self.said = f"the best is perfect on val: score {top:g} on each of the {val} items"
-            return True
-        return False
-
-
 class _Log:
     """GEPA's logger protocol, onto the run's engine log."""
 
@@ -442,7 +418,7 @@ class GepaEngine:
         engine_options = fit_options(engine_options, ctx)
         per_iteration = _tasks_per_iteration(engine_options.get("sampling_strategy"))
         reflection_options: dict[str, Any] = {"reflection_lm": reflector, **options.reflection}
-        perfect = _Perfect(ctx, options.reflection.get("perfect_score"))
+        perfect = PerfectOnVal(ctx, options.reflection.get("perfect_score"))
         if template.text is not None:
             reflection_options["reflection_prompt_template"] = template.text
         config = GEPAConfig(

@@ -177,3 +177,19 @@ def test_huge_replies_do_not_grow_runs_db(tmp_path, scripted_server, capsys, rep
     latest = store.list_runs()[0].id
     assert latest != run.id
     assert [e.score for e in store.evaluations(latest)] == [1.0] * replies
+
+
+def test_dspy_gepa_stops_once_perfect_on_val_too(tmp_path, scripted_server, capsys):
+    from artifacts.test_dspy_runs import make_dspy_project, responder
+
+    scripted_server.responder = responder  # its reflection proposes the instruction that is right
+    project = make_dspy_project(tmp_path / "p", scripted_server.url)
+    _set_toml(project, 'name = "gepa"', 'name = "dspy-gepa"')
+    _set_toml(project, "max_metric_calls = 20", "max_metric_calls = 200")
+    assert main(["-C", str(project), "run"]) == 0
+    store = _store(project)
+    run = store.list_runs()[0]
+    said = "the best is perfect on val: score 1 on each of the 4 items"
+    assert run.notes["stopped_by"] == said, run.notes
+    assert f"stopped: {said}; the best so far is kept" in capsys.readouterr().err
+    assert run.notes["metric_calls"]["used"] < 200
