@@ -198,6 +198,17 @@ class DspyGepaEngine:
                     score=0.0, feedback=cut_text(f"This example failed: {result.error}", limit)
                 )
             feedback = cut_text(result.feedback or "", limit)
+            if pred_name is not None and ctx.predictor_feedback is not None:
+                # dspy.GEPA asks for one predictor's feedback: a DSPy metric answers it itself,
+                # with that predictor's name and trace, as under raw dspy.GEPA.
+                try:
+                    score, own = ctx.predictor_feedback(
+                        example_of(item), pred, trace, _component(pred_name), pred_trace
+                    )
+                except Exception as exc:  # noqa: BLE001 — the recorded feedback stands
+                    ctx.engine_log(f"the metric's feedback for {pred_name} raised: {exc!r}")
+                else:
+                    return dspy.Prediction(score=score, feedback=cut_text(own, limit))
             if result.scores:  # named scores feed dspy.GEPA's objective frontier
                 return dspy.Prediction(
                     score=float(result.score or 0.0),
@@ -207,6 +218,10 @@ class DspyGepaEngine:
             return dspy.Prediction(score=float(result.score or 0.0), feedback=feedback)
 
         items = {item.id: item for item in (*ctx.train, *ctx.val)}
+
+        def example_of(item: Item) -> Any:
+            """The item as the user's DSPy metric sees it: its inputs and labels only."""
+            return dspy.Example(**item.input, **(item.expected or {})).with_inputs(*item.input)
 
         def example(item: Item) -> Any:
             fields = {**item.input, **(item.expected or {}), _ID_FIELD: item.id}

@@ -15,7 +15,8 @@ The keyword tables (`models`, `engine`, `budget`, `artifact`, `metric` as a tabl
 skynet.toml's tables: the same keys, the same checks, the same messages (naming the call where a
 file's message names skynet.toml). The metric is checked exactly as metric.py is, self-test
 included, before any model call. Runs are recorded in `store` (default ./.skynet, the folder
-`skynet runs` and `skynet show` read from the current directory): they are ordinary runs.
+`skynet runs` and `skynet show` read from the current directory; another is read with
+`--store PATH`): they are ordinary runs.
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ class RunResult:
         best_candidate: the best candidate's components (name -> text).
         best_score, baseline_score: mean val scores of the best candidate and of the seed (None
             when not every val item could be scored).
-        run_id: the run's id in `store`: `skynet show RUN` reports it.
+        run_id: the run's id in `store`: `skynet show RUN` reports it (`skynet show RUN
+            --store STORE` where the store is not ./.skynet).
         status: "finished" (or "stopped" when a limit ended it early: see stopped_by).
         store: the folder holding runs.db.
         gain: the best's gain over the seed on the held-out test items, paired by item
@@ -206,6 +208,43 @@ class EvalResult:
     run_id: str
     store: Path
     stopped_by: str = ""
+    _items: Sequence[Any] = field(default=(), repr=False, compare=False)
+
+    def table(self) -> Any:
+        """One row per scored row of data, in its order: `id`, `split`, the row's `input.*` and
+        `expected.*` columns, `output`, `score`, `feedback`, `error`, `error_kind`, the
+        metric's named `scores.*`, and the task's `model_calls`, `cost_usd` and `elapsed_ms`.
+
+        Returns:
+            A pandas DataFrame when pandas imports, else the rows as a list of dicts.
+        """
+        items = {item.id: item for item in self._items}
+        rows = []
+        for result in self.results:
+            item = items.get(result.item_id)
+            seen = result.observation
+            rows.append(
+                {
+                    "id": result.item_id,
+                    "split": "test",  # evaluate(data=) fills the test split, as `skynet eval`
+                    **{f"input.{k}": v for k, v in (item.input if item else {}).items()},
+                    **{f"expected.{k}": v for k, v in ((item and item.expected) or {}).items()},
+                    "output": result.output,
+                    "score": result.score,
+                    "feedback": result.feedback,
+                    "error": result.error,
+                    "error_kind": result.error_kind,
+                    **{f"scores.{k}": v for k, v in result.scores.items()},
+                    "model_calls": seen.model_calls if seen else None,
+                    "cost_usd": seen.cost_usd if seen else None,
+                    "elapsed_ms": seen.elapsed_ms if seen else None,
+                }
+            )
+        try:
+            import pandas
+        except ImportError:
+            return rows
+        return pandas.DataFrame(rows)
 
     def _repr_html_(self) -> str:
         shown = "—" if self.mean is None else f"{self.mean:.3f}"
@@ -237,6 +276,7 @@ def optimize(
     store: str | os.PathLike[str] = ".skynet",
     out: IO[str] | None = None,
     resume: str | None = None,
+    self_test: str | None = None,
 ) -> RunResult:
     """Optimize `seed` against `metric`: the run `skynet run` makes, from Python.
 
@@ -258,9 +298,11 @@ def optimize(
         id_column: the column holding each row's id ("id" is used when rows have one).
         user: the user-message template of a prompt seed, e.g. "Question: {question}".
         models, engine, budget, artifact: skynet.toml's tables; `engine="auto"` names the engine.
-        store: the folder for runs.db and the call cache (default ./.skynet).
+        store: the folder for runs.db and the call cache (default ./.skynet; the CLI reads
+            another with `--store PATH`).
         out: where progress goes (default: stderr; in Jupyter, one updating line).
         resume: a run id in `store` to resume (see skynet.resume).
+        self_test: [metric] self_test: "full" (the default), "contract" or "off".
 
     Returns:
         A RunResult.
@@ -296,7 +338,13 @@ def optimize(
         outputs=outputs,
         id_column=id_column,
         user=user,
-        tables={"models": models, "engine": engine, "budget": budget, "artifact": artifact},
+        tables={
+            "models": models,
+            "engine": engine,
+            "budget": budget,
+            "artifact": artifact,
+            "metric": None if self_test is None else {"self_test": self_test},
+        },
         store_dir=store_dir,
     )
     outcome = runner.run(project, resume=resume, out=_progress_stream(out))
@@ -344,15 +392,41 @@ def evaluate(
     artifact: Mapping[str, Any] | None = None,
     budget: Mapping[str, Any] | None = None,
     store: str | os.PathLike[str] = ".skynet",
+    concurrency: int | None = None,
+    out: IO[str] | None = None,
 ) -> EvalResult:
     """Score `candidate` (any seed kind `optimize` takes, or a RunResult's `best`) on every row
-    of `data`, recorded as an evaluation run in `store` (what `skynet eval` records).
+    of `data`, recorded as an evaluation run in `store` (what `skynet eval` records). The
+    arguments not listed are `optimize`'s.
+
+    Args:
+        concurrency: rows evaluated at once (default: [engine] concurrency's default, 4); the
+            endpoint's `max_concurrent` (default 8) still caps the model calls in flight.
+        out: where progress goes (default: stderr; in Jupyter, one updating line).
+
+    Returns:
+        An EvalResult (`.mean`, `.results` in the rows' order, `.table()`).
 
     Raises:
-        ConfigError, ContractError, DatasetError: as `optimize`.
+        ConfigError, ContractError, DatasetError: as `optimize`; ConfigError for a concurrency
+            that is not an integer >= 1.
     """
     from skynet import runner
 
+    lacks = [m for m in ("write", "flush", "isatty") if not callable(getattr(out, m, None))]
+    if out is not None and lacks:
+        raise ConfigError(
+            f"{_EVALUATE}: out={reprlib.repr(out)} is not a text stream ({type(out).__name__} "
+            f'has no {lacks[0]}()); give one, e.g. out=sys.stdout or out=open("progress.log", '
+            '"w"), or leave it out (progress goes to stderr)'
+        )
+    if concurrency is not None and (
+        isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+    ):
+        raise ConfigError(
+            f"{_EVALUATE}: concurrency={reprlib.repr(concurrency)}; give an integer >= 1 (rows "
+            "evaluated at once), or leave it out for the default (4)"
+        )
     store_dir = Path(store).expanduser().absolute()
     project, _ = _project(
         candidate,
@@ -363,17 +437,29 @@ def evaluate(
         outputs=outputs,
         id_column=id_column,
         user=user,
-        tables={"models": models, "artifact": artifact, "budget": budget},
+        tables={
+            "models": models,
+            "artifact": artifact,
+            "budget": budget,
+            # Recorded with the run's config, as a project's [engine] concurrency is.
+            "engine": None if concurrency is None else {"concurrency": concurrency},
+        },
         store_dir=store_dir,
         evaluate_only=True,
     )
     from skynet.runs.lock import one_writer
 
+    stream = _progress_stream(out)
     with one_writer(project.store_dir, command="eval") as writer:
         run_id = runner.evaluation_run(project)
         writer.names(run_id)
         outcome = runner.evaluate_candidate(
-            project, dict(project.artifact.components), split="test", run_id=run_id, label="python"
+            project,
+            dict(project.artifact.components),
+            split="test",
+            run_id=run_id,
+            label="python",
+            out=stream if stream is not None else sys.stderr,
         )
     mean = outcome.mean
     return EvalResult(
@@ -383,6 +469,7 @@ def evaluate(
         run_id=run_id,
         store=store_dir,
         stopped_by=outcome.stopped_by,
+        _items=project.dataset.test,
     )
 
 
@@ -505,11 +592,6 @@ def _project(
     else:
         skip = {*inputs_list, id_column or "id", "split"}
         outputs_list = [c for c in (first.values if first else {}) if c not in skip]
-    if not outputs_list:
-        raise ConfigError(
-            f"{call}: outputs= is needed: say which columns hold the expected answer, e.g. "
-            'outputs=["answer"]'
-        )
     check_columns(inputs_list, outputs_list, roles=("inputs=", "outputs="), named_in=call)
     raw: dict[str, Any] = {
         "data": {"inputs": inputs_list, "outputs": outputs_list, "id_column": id_column},
@@ -529,7 +611,7 @@ def _project(
     raw.setdefault("models", {}).setdefault("cache", str(store_dir / "cache.db"))
     metric_table = _metric_table(metric)
     if metric_table is not None:
-        raw["metric"] = metric_table
+        raw["metric"] = {**raw.get("metric", {}), **metric_table}
     config = config_from_tables(raw, Path.cwd(), source=call, rows_given=True)
     split_config = None
     if fractions is not None:
@@ -672,47 +754,12 @@ def _source_hash(fn: Callable[..., Any]) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
 
-def _dspy_form(fn: Callable[..., Any]) -> bool:
-    """Whether `fn` is a DSPy metric: its first two parameters are named (gold, pred)."""
-    try:
-        params = list(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return False
-    return params[:2] == ["gold", "pred"] or params[:2] == ["example", "pred"]
-
-
 def _function_metric(fn: Callable[..., Any], outputs: list[str]) -> Metric:
-    where = _where(fn)
-    if not _dspy_form(fn):
-        metric = Metric(fn, name=where, source_hash=_source_hash(fn))
-        return metric
-    return Metric(_from_dspy_metric(fn, outputs), name=where, source_hash=_source_hash(fn))
+    """A metric function: Skynet's contract, or a DSPy metric (skynet.dspy_metric), wrapped."""
+    from skynet.contract import dspy_adapted
 
-
-def _from_dspy_metric(fn: Callable[..., Any], outputs: list[str]) -> Callable[..., Any]:
-    """The metric contract over a DSPy metric: gold is the item as a dspy.Example, pred the
-    output as a dspy.Prediction; a float/bool or a dspy.Prediction(score=, feedback=) back."""
-    arity = len(inspect.signature(fn).parameters)
-
-    def score(input: Any, output: Any, expected: Any = None) -> Any:
-        import dspy
-
-        gold = dspy.Example(**input, **(expected or {})).with_inputs(*input)
-        if isinstance(output, dspy.Prediction):
-            pred = output
-        elif isinstance(output, Mapping):
-            pred = dspy.Prediction(**output)
-        else:
-            pred = dspy.Prediction(**{outputs[0]: output})
-        args: list[Any] = [gold, pred, None, None, None][: max(2, min(arity, 5))]
-        value = fn(*args)
-        feedback = ""
-        if hasattr(value, "score") and not isinstance(value, bool | int | float):
-            feedback = str(getattr(value, "feedback", "") or "")
-            value = value.score
-        return float(value), {"feedback": feedback}
-
-    return score
+    score, key_fn = dspy_adapted(fn, None, outputs)
+    return Metric(score, name=_where(fn), key_fn=key_fn, source_hash=_source_hash(fn))
 
 
 def _artifact(

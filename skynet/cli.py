@@ -24,8 +24,10 @@ from skynet.commands import (
     folder_of,
     key_values,
     overrides_of,
+    store_of,
     with_dir,
     with_models,
+    with_store,
     write_text,
 )
 from skynet.errors import ConfigError, ModelError, SkynetError
@@ -59,7 +61,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         f"config ok · data ok: {len(ds.train)} train / {len(ds.val)} val / {len(ds.test)} test "
         f"items · {project.artifact.label} ok: "
         f"{', '.join(project.artifact.components)} · metric loaded "
-        f"(score/{project.metric.arity})"
+        f"({project.metric.contract})"
     )
     report = self_test(project)
     print(report.summary())
@@ -176,11 +178,11 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 
 def _runs_db(args: argparse.Namespace) -> Path | None:
-    """The project's runs.db, None when no run was recorded; a .skynet that is a file, not a
-    folder, is one line saying so (not "no runs")."""
+    """The runs.db of --store PATH or of the project, None when the project recorded no run;
+    a .skynet that is a file, not a folder, is one line saying so (not "no runs")."""
     from skynet.storage import folder_error
 
-    folder = folder_of(args) / ".skynet"
+    folder = store_of(args)  # a --store that holds no runs.db is refused there
     if folder.exists() and not folder.is_dir():
         raise folder_error(folder, NotADirectoryError(folder), what="run records")
     path = folder / "runs.db"
@@ -205,7 +207,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
             f"{row.id:<22} {status:<10} {row.engine:<9} {row.best_candidate_id or '—':<13} {row.created}"
         )
     if orphans:
-        print(_orphaned(orphans[0], more=len(orphans) - 1))
+        first = next(r for r in rows if r.id == orphans[0])
+        print(_orphaned(first, path.parent, more=len(orphans) - 1))
     for row in rows:
         if row.damaged:  # the others stay listed: one damaged record must not hide them
             print(
@@ -216,13 +219,18 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _orphaned(run_id: str, *, more: int = 0) -> str:
-    """The line for a run marked running that no process writes (killed, or it exited)."""
+def _orphaned(run: Any, store: Path, *, more: int = 0) -> str:
+    """The line for a run marked running that no process writes (killed, or it exited); a run
+    made from Python is resumed from there."""
     others = f" (and {more} more)" if more else ""
+    resume = (
+        _FROM_PYTHON["run"].format(run=run.id, store=store)
+        if (run.notes or {}).get("made_in")
+        else f"skynet run --resume {run.id}"
+    )
     return (
-        f"unfinished: run {run_id}{others} is marked running, but no process writes it (it was "
-        f"killed, or its process exited); `skynet run --resume {run_id}` goes on from what was "
-        "recorded"
+        f"unfinished: run {run.id}{others} is marked running, but no process writes it (it was "
+        f"killed, or its process exited); `{resume}` goes on from what was recorded"
     )
 
 
@@ -248,6 +256,13 @@ def _open_project(
     folder = folder_of(args)
     if not (folder / CONFIG_FILE).is_file():
         _say_why_no_project(args, folder, command)
+    own = folder / ".skynet"
+    if getattr(args, "store", None) is not None and store_of(args).resolve() != own.resolve():
+        raise ConfigError(
+            f"--store {args.store}: the project in {folder} records its runs in {own}, and "
+            f"`skynet {command}` records there; leave --store out (a run skynet.optimize(store=) "
+            "made is given to skynet.rescore / skynet.evaluate from Python)"
+        )
     return open_project(folder, overrides_of(args) if overrides is None else overrides)
 
 
@@ -285,7 +300,8 @@ def _open_run(args: argparse.Namespace) -> tuple[Any, str]:
     path = _runs_db(args)
     if path is None:
         raise ConfigError(
-            f"{folder_of(args) / '.skynet'}: no runs recorded here; skynet run starts one"
+            f"{store_of(args)}: no runs recorded here; skynet run starts one, or --store PATH "
+            "reads the runs skynet.optimize(store=PATH) recorded"
         )
     store = RunStore(path, readonly=True)
     run_id = getattr(args, "run", None)
@@ -317,6 +333,8 @@ def _summary(store: Any, run_id: str, args: argparse.Namespace, current: str | N
 def _current_hash(args: argparse.Namespace) -> str | None:
     from skynet.runner import current_metric_hash
 
+    if store_of(args).resolve() != (folder_of(args) / ".skynet").resolve():
+        return None  # another store's runs: the project here did not grade them
     return current_metric_hash(folder_of(args))
 
 
@@ -355,11 +373,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         # stdout is the document alone, so that another tool can read it as it is.
         print(json.dumps(summary_json(summary), indent=2, ensure_ascii=False))
         if summary.run.status == "running" and not writing(store.path.parent, run_id):
-            print(_orphaned(run_id), file=sys.stderr)
+            print(_orphaned(summary.run, store.path.parent), file=sys.stderr)
         return EXIT_OK
     print(render_text(summary, columns=terminal_width()))
     if summary.run.status == "running" and not writing(store.path.parent, run_id):
-        print(_orphaned(run_id))
+        print(_orphaned(summary.run, store.path.parent))
     if html is not None:
         from skynet.view.pages import render_document
 
@@ -377,7 +395,7 @@ def _html_target(args: argparse.Namespace) -> Path | None:
         return None
     return check_html_target(
         args.html,
-        folder_of(args) / ".skynet",
+        store_of(args),
         force=getattr(args, "force", False),
         given=f"--html {args.html!r}" if not args.html.strip() else f"--html {args.html}",
         fix="give --html another path, e.g. --html report.html",
@@ -632,7 +650,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
             assert run_id is not None
             writer.names(run_id)
             outcome = evaluate_candidate(
-                project, candidate, split=args.split, run_id=run_id, label=label
+                project,
+                candidate,
+                split=args.split,
+                run_id=run_id,
+                label=label,
+                # A live line on a terminal; a log or a pipe gets only the lines below.
+                out=sys.stderr if sys.stderr.isatty() else None,
             )
             _print_evaluation(project, args.split, label, outcome, where=where)
             done.append((label, outcome))
@@ -757,6 +781,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("runs", help="list the runs of the project")
     with_dir(p)
+    with_store(p)
     p.set_defaults(func=cmd_runs)
 
     p = sub.add_parser(
@@ -778,6 +803,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the run's summary as one JSON document instead (schema: docs/runs.md)",
     )
+    with_store(p)
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser(
@@ -790,6 +816,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_PORT,
         help=f"the port on 127.0.0.1 (default {DEFAULT_PORT}; 0: any free)",
     )
+    with_store(p)
     p.set_defaults(func=cmd_view)
 
     p = sub.add_parser("export", help="send a run to an experiment tracker (MLflow)")
@@ -809,6 +836,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the MLflow experiment (default: [tracking] experiment, else the project folder's name)",
     )
     p.add_argument("--dir", help="the project folder (default: the current one)")
+    with_store(p)
     p.set_defaults(func=cmd_export_mlflow)
 
     p = sub.add_parser("selftest", help="hold a built-in scorer to its self-test on a data file")
@@ -822,11 +850,13 @@ def build_parser() -> argparse.ArgumentParser:
         "rescore", help="score a run's saved outputs with the current metric.py (no task calls)"
     )
     with_dir(p)
+    with_store(p)
     p.add_argument("--run", help="the run (default: the latest)")
     p.set_defaults(func=cmd_rescore)
 
     p = sub.add_parser("eval", help="score a candidate on a split and record it")
     with_dir(p)
+    with_store(p)
     with_models(p)
     p.add_argument(
         "--candidate",
@@ -859,8 +889,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _resumable(exc: SkynetError) -> None:
-    """After the error that ended a recorded run: how to finish it."""
-    if exc.run_id:
+    """After the error that ended a recorded run: how to finish it (unless it said so)."""
+    if exc.run_id and "--resume" not in str(exc):
         print(
             f"  run {exc.run_id} is kept as recorded: once that is fixed, "
             f"`skynet run --resume {exc.run_id}` goes on from it (nothing recorded is sent again)",

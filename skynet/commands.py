@@ -5,6 +5,7 @@ and writing a file the user named."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,8 +28,10 @@ __all__ = [
     "key_values",
     "folder_of",
     "overrides_of",
+    "store_of",
     "with_dir",
     "with_models",
+    "with_store",
     "write_text",
 ]
 
@@ -113,6 +116,41 @@ def write_text(target: Path, text: str, *, flag: str, example: str) -> None:
 def with_dir(p: argparse.ArgumentParser) -> None:
     """The optional project-folder argument."""
     p.add_argument("dir", nargs="?", help="the project folder (default: the current one)")
+
+
+def with_store(p: argparse.ArgumentParser) -> None:
+    """--store: the runs of a store outside the project, as skynet.optimize(store=) names it."""
+    p.add_argument(
+        "--store",
+        metavar="PATH",
+        help="the folder holding runs.db, as skynet.optimize(store=PATH) names it "
+        "(default: the project's .skynet)",
+    )
+
+
+def store_of(args: argparse.Namespace) -> Path:
+    """The folder holding the runs: --store PATH (relative to -C, as the folder is), else the
+    project's .skynet.
+
+    Raises:
+        ConfigError: --store names no folder, or a folder without a runs.db.
+    """
+    given = getattr(args, "store", None)
+    if given is None:
+        return folder_of(args) / ".skynet"
+    base = Path(args.C).expanduser() if args.C else Path.cwd()
+    store = Path(os.path.abspath(base / Path(given).expanduser()))  # "../s" named plainly
+    if store.name == "runs.db" and store.is_file():  # the file itself: its folder is meant
+        store = store.parent
+    fix = (
+        "give --store the folder skynet.optimize(store=...) recorded into, the one holding runs.db"
+    )
+    if not store.is_dir():
+        what = "not a folder" if store.exists() else "no such folder"
+        raise ConfigError(f"--store {given}: {store}: {what}; {fix}")
+    if not (store / "runs.db").is_file():
+        raise ConfigError(f"--store {given}: {store}: no runs.db here (no run recorded); {fix}")
+    return store
 
 
 def with_models(p: argparse.ArgumentParser) -> None:

@@ -160,7 +160,9 @@ class DataConfig(Section):
         min_length=1, description='a non-empty list of input column names, e.g. ["text"]'
     )
     outputs: list[str] = Field(
-        min_length=1, description='a non-empty list of output column names, e.g. ["label"]'
+        default_factory=list,
+        description='a list of output column names (the expected answers), e.g. ["label"]; '
+        "none for a reference-free metric",
     )
     id_column: str | None = Field(
         default=None, description='the name of a column holding a unique id per row, e.g. "id"'
@@ -288,6 +290,20 @@ class ArtifactConfig(Section):
     max_model_calls: Int = Field(
         default=64, ge=0, description="an integer >= 0 (code: model calls per evaluation)"
     )
+    packages: list[str] | None = Field(
+        default=None,
+        description='a list of top-level import names, e.g. ["numpy"] (code: the installed '
+        "packages a candidate may import besides the standard library; unset: all of them)",
+    )
+
+    @field_validator("packages")
+    @classmethod
+    def _import_names(cls, value: list[str] | None) -> list[str] | None:
+        bad = [name for name in value or () if not name.isidentifier()]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a top-level import name (numpy, not numpy.linalg)")
+        return value
+
     repeat: Int = Field(
         default=1,
         ge=1,
@@ -331,6 +347,11 @@ class MetricConfig(Section):
     )
     import_time_s: Float = Field(
         default=60.0, gt=0, description="a number > 0 (seconds importing metric.py may take)"
+    )
+    self_test: Literal["full", "contract", "off"] = Field(
+        default="full",
+        description='"full" (every train and val item: the contract, the answer key and the '
+        'null control), "contract" (one item\'s return value) or "off"',
     )
 
     @model_validator(mode="after")

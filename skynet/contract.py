@@ -30,7 +30,7 @@ import subprocess
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -404,7 +404,13 @@ class Metric:
         self.source_hash = source_hash
 
     def __repr__(self) -> str:
-        return f"<Metric {self.where} score/{self.arity}>"
+        return f"<Metric {self.where} {self.contract}>"
+
+    @property
+    def contract(self) -> str:
+        """How the user's function is called, as `skynet check` says it: "score/3", or "a DSPy
+        metric, called as metric(example, prediction, trace, ...)"."""
+        return getattr(self.fn, "contract", None) or f"score/{self.arity}"
 
     def __call__(
         self, input: Any, output: Any, expected: Any = None, *, item_id: str | None = None
@@ -672,8 +678,30 @@ def _probe_import(path: Path, time_s: float) -> None:
         child.wait()
 
 
+def dspy_adapted(
+    fn: Callable[..., Any], key_fn: Callable[..., Any] | None, outputs: Sequence[str]
+) -> tuple[Callable[..., Any], Callable[..., Any] | None]:
+    """(score, key) for `fn`: itself, or when it is a DSPy metric, wrapped into the contract
+    (skynet.dspy_metric), its answer key then every label at once (a dspy.Prediction of the
+    Example's labels, as a DSPy program's output is) unless the module defines key()."""
+    from skynet.dspy_metric import DspyMetric, is_dspy_metric
+
+    if not is_dspy_metric(fn):
+        return fn, key_fn
+    return DspyMetric(fn, outputs), key_fn or _every_label
+
+
+def _every_label(expected: Any) -> Any:
+    """The answer key of a DSPy metric: the item's labels, as the fields of one output."""
+    return dict(expected) if isinstance(expected, Mapping) else expected
+
+
 def load_metric(
-    path: str | Path, *, limits: Limits | None = None, import_time_s: float | None = None
+    path: str | Path,
+    *,
+    limits: Limits | None = None,
+    import_time_s: float | None = None,
+    outputs: Sequence[str] = (),
 ) -> Metric:
     """Load a user's metric.py.
 
@@ -685,6 +713,8 @@ def load_metric(
         limits: the limits its calls are held to.
         import_time_s: when given, metric.py is first imported in a child process held to this
             many seconds, so an import that hangs or ends the process is a ContractError.
+        outputs: the project's output columns: a score() that is a DSPy metric
+            (skynet.dspy_metric) is called with a dspy.Prediction of them.
 
     Raises:
         ContractError: the file is missing, does not import (or, with import_time_s, hangs or
@@ -712,6 +742,7 @@ def load_metric(
     key_fn = getattr(module, "key", None)
     if key_fn is not None and not callable(key_fn):
         raise ConfigError(f"{p}: key is a {type(key_fn).__name__}; define key(expected)")
+    fn, key_fn = dspy_adapted(fn, key_fn, outputs)
     return Metric(
         fn,
         name=p.name,
@@ -765,12 +796,25 @@ class CheckReport:
     failures: tuple[CheckFailure, ...] = ()
     null_control_skipped: tuple[str, ...] = ()
     subject: str = "metric"  # "metric", or the scorer tested: "scorer 'xlam-tool-call'"
+    mode: str = "full"  # [metric] self_test: "full", "contract" or "off"
+    unkeyed: tuple[str, ...] = ()  # items with no expected answer: their return value only
 
     @property
     def ok(self) -> bool:
         return not self.failures
 
     def summary(self) -> str:
+        if self.mode == "off":
+            return (
+                f'{self.subject} self-test off ([metric] self_test = "off"): nothing was checked '
+                "before the run"
+            )
+        if self.ok and self.mode == "contract":
+            return (
+                f"{self.subject} self-test passed, contract only ([metric] self_test = "
+                f'"contract"): the return value on {self.items_checked} item(s); the answer key '
+                "and the null control were not checked"
+            )
         if self.ok:
             skipped = (
                 f" ({len(self.null_control_skipped)} item(s) with an empty key left out of the "
@@ -778,6 +822,12 @@ class CheckReport:
                 if self.null_control_skipped
                 else ""
             )
+            if self.unkeyed:
+                skipped += (
+                    f" ({len(self.unkeyed)} item(s) with no expected answer: their return value "
+                    "on an empty output was checked; the answer key and the null control were "
+                    "skipped)"
+                )
             return f"{self.subject} self-test passed on {self.items_checked} item(s){skipped}"
         # The same fault on many items is one fault: show it once, then the other items' ids.
         groups: dict[tuple[str, str], list[CheckFailure]] = {}
@@ -806,7 +856,9 @@ _SELFTEST_OBSERVATION = Observation(
 )
 
 
-def check_metric(metric: Metric, items: Iterable[Item], *, others: int = 3) -> CheckReport:
+def check_metric(
+    metric: Metric, items: Iterable[Item], *, others: int = 3, mode: str = "full"
+) -> CheckReport:
     """Self-test a metric on the items a run will use, before anything is spent: the one
     self-test of metric.py functions, Python metrics and scorers alike.
 
@@ -819,14 +871,27 @@ def check_metric(metric: Metric, items: Iterable[Item], *, others: int = 3) -> C
         is itself empty (such items are left out of this check only);
       - "undeclared reason": with metric.rules.reasons set, every result's reason is declared.
     An exception from key() or score() is an error of its own kind, not a wrong answer.
+
+    mode "contract" checks only the first item's return value on its answer key (a metric whose
+    every call costs, a noisy judge); "off" checks nothing ([metric] self_test).
     """
-    items = list(items)
+    if mode == "off":
+        return CheckReport(items_checked=0, subject=metric.rules.subject, mode=mode)
+    items = list(items)[:1] if mode == "contract" else list(items)
     rules = metric.rules
     failures: list[CheckFailure] = []
     skipped: list[str] = []
     keys: dict[str, Any] = {}
     undeclared: set[tuple[str, Any]] = set()
+    # An item with no expected answer and no key() (a reference-free metric, a single task):
+    # its return value is checked on the empty output; it has no answer key to compare with.
+    unkeyed = [
+        i for i in items if not i.expected and metric.key_fn is None and metric.item_key is None
+    ]
+    unkeyed_ids = {i.id for i in unkeyed}
     for item in items:
+        if item.id in unkeyed_ids:
+            continue
         try:
             keys[item.id] = metric.answer_key(item)
         except ContractError as exc:
@@ -862,11 +927,13 @@ def check_metric(metric: Metric, items: Iterable[Item], *, others: int = 3) -> C
 
     observed = current_observation()
     with scoring(observed or _SELFTEST_OBSERVATION, source=TESTING):
+        for item in unkeyed:
+            run(item, "", RETURN_VALUE)
         ordered = [i for i in items if i.id in keys]
         for index, item in enumerate(ordered):
             key = keys[item.id]
             on_key = run(item, key, ANSWER_KEY)
-            if on_key is None:
+            if on_key is None or mode == "contract":
                 continue
             if rules.key_scores is not None and on_key.score < rules.key_scores - 1e-9:
                 failures.append(
@@ -922,4 +989,6 @@ def check_metric(metric: Metric, items: Iterable[Item], *, others: int = 3) -> C
         failures=tuple(failures),
         null_control_skipped=tuple(skipped),
         subject=rules.subject,
+        mode=mode,
+        unkeyed=tuple(i.id for i in unkeyed),
     )

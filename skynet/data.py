@@ -427,7 +427,9 @@ def _item(
         for column in outputs
     }
     if id_column is None:
-        return Item(id=_content_id(item_input, expected), input=item_input, expected=expected)
+        return Item(
+            id=_content_id(item_input, expected), input=item_input, expected=expected or None
+        )
     value = _value(row, id_column, roles[2], named_in)
     # A boolean is an int to Python but no id ("True" would be a guess); a set or bytes has no
     # one text form.
@@ -440,8 +442,11 @@ def _item(
             f"{row.where}: column '{id_column}': the id is {_shown(value)}; every row needs a "
             "non-empty string or number as its id"
         )
+    # No output columns (a reference-free metric): no expected answer, None as the metric reads.
     return Item(
-        id=str(_checked(row, id_column, roles[2], value)), input=item_input, expected=expected
+        id=str(_checked(row, id_column, roles[2], value)),
+        input=item_input,
+        expected=expected or None,
     )
 
 

@@ -8,8 +8,10 @@ nothing recorded is paid for twice and the engine reaches the same state it was 
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -35,6 +37,7 @@ from skynet.runs import EVALUATION, RunStore
 from skynet.runs.lock import Writer, one_writer
 from skynet.runs.store import RunRow
 from skynet.session import (
+    Progress,
     RunOutcome,
     RunSession,
     candidate_id,
@@ -162,6 +165,7 @@ def _project_metric(
     return load_metric(
         project_dir / config.metric.path,
         import_time_s=config.metric.import_time_s if probe else None,
+        outputs=config.data.outputs,
     )
 
 
@@ -188,8 +192,13 @@ def current_metric_hash(project_dir: Path) -> str | None:
 
 
 def self_test(project: Project) -> CheckReport:
-    """The metric's self-test on the items a run will use (train and val)."""
-    return check_metric(project.metric, [*project.dataset.train, *project.dataset.val])
+    """The metric's self-test on the items a run will use (train and val), as far as
+    [metric] self_test asks."""
+    return check_metric(
+        project.metric,
+        [*project.dataset.train, *project.dataset.val],
+        mode=project.config.metric.self_test,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -637,6 +646,7 @@ def evaluate_candidate(
     split: str,
     run_id: str,
     label: str = "",
+    out: IO[str] | None = None,
 ) -> EvaluationOutcome:
     """Score one candidate on a split (e.g. test) and record it in run `run_id`.
 
@@ -644,6 +654,10 @@ def evaluate_candidate(
     made again. In an evaluation-only run (see `evaluation_run`) the candidate is listed under
     `label` (e.g. "seed", a file name) and the run is marked finished when every item is
     recorded (stopped on Ctrl-C, failed on any other exception).
+
+    Items are evaluated [engine] concurrency at once, as a run's are, each recorded as it
+    finishes, so a stop (Ctrl-C, the money budget) keeps every finished item; the results are in
+    the split's order. `out` gets a progress line as items finish (None: none).
 
     Raises:
         ConfigError: unknown split or run, or an empty split.
@@ -679,27 +693,62 @@ def evaluate_candidate(
         listed[cid] = label or listed.get(cid) or "candidate"
         store.set_note(run_id, "evaluated", listed)
         store.set_status(run_id, "running")
-    results = []
-    stopped_by = ""
+    recorded: dict[str, Result] = {}  # read once, not once per item under the store's lock
+    for earlier in store.evaluations(run_id, candidate_id=cid):
+        if earlier.metric_hash == project.metric.source_hash:
+            recorded.setdefault(earlier.item_id, earlier.result())
+    stop = threading.Event()  # set: items not yet started are skipped
+    refused: list[str] = []
+
+    def one(item: Item) -> tuple[Result | None, bool]:
+        """The item's result (None: skipped, or refused by the budget) and whether it was
+        already recorded."""
+        if stop.is_set():
+            return None, False
+        found = recorded.get(item.id)
+        if found is not None:
+            return found, True
+        try:
+            found = evaluation(candidate, item)
+        except BudgetExhausted as exc:  # not sent: nothing to record for this item
+            refused.append(str(exc))
+            stop.set()
+            return None, False
+        store.record_evaluation(run_id, cid, split, found, project.metric.source_hash)
+        return found, False
+
+    progress = None
+    if out is not None:
+        progress = _EvalProgress(budget=len(items), models=models, out=out)
+    done: dict[int, Result] = {}
+    workers = max(1, min(project.config.engine.concurrency, len(items)))
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="skynet-eval")
     try:
-        for item in items:
-            found = store.find_evaluation(run_id, cid, item.id, project.metric.source_hash)
+        futures = {pool.submit(one, item): index for index, item in enumerate(items)}
+        for future in as_completed(futures):
+            found, replayed = future.result()
             if found is None:
-                try:
-                    found = evaluation(candidate, item)
-                except BudgetExhausted as exc:  # not sent: nothing to record for this item
-                    stopped_by = str(exc)
-                    break
-                store.record_evaluation(run_id, cid, split, found, project.metric.source_hash)
-            results.append(found)
-    except KeyboardInterrupt:
-        if evaluating_only:
-            store.set_status(run_id, "stopped", error="interrupted")
+                continue
+            done[futures[future]] = found
+            if progress is not None:
+                progress.add(found, replayed=replayed)
+    except BaseException as exc:
+        stop.set()
+        try:
+            pool.shutdown(wait=True)  # the items in flight finish and are recorded
+            if progress is not None:
+                progress.done()
+        finally:
+            if evaluating_only and isinstance(exc, KeyboardInterrupt):
+                store.set_status(run_id, "stopped", error="interrupted")
+            elif evaluating_only and isinstance(exc, Exception):
+                store.set_status(run_id, "failed", error=f"{type(exc).__name__}: {exc}")
         raise
-    except Exception as exc:
-        if evaluating_only:
-            store.set_status(run_id, "failed", error=f"{type(exc).__name__}: {exc}")
-        raise
+    pool.shutdown(wait=True)
+    if progress is not None:
+        progress.done()
+    results = [done[index] for index in sorted(done)]
+    stopped_by = refused[0] if refused else ""
     if evaluating_only:
         if stopped_by:
             store.set_status(run_id, "stopped", error=stopped_by)
@@ -713,6 +762,34 @@ def evaluate_candidate(
         mean=mean_of_results(results),
         stopped_by=stopped_by,
     )
+
+
+@dataclass
+class _EvalProgress(Progress):
+    """`evaluate_candidate`'s progress line: items done of the split, the mean so far, the cost
+    (`calls` counts the items done, `budget` the split's)."""
+
+    results: list[Result] = field(default_factory=list)
+
+    def add(self, result: Result, *, replayed: bool) -> None:
+        self.results.append(result)
+        self.calls += 1
+        self.replayed += replayed
+        self.errors += not result.ok
+        self.tick()
+
+    def line(self) -> str:
+        mean = mean_of_results(self.results).value
+        shown = "—" if mean is None else f"{mean:.3f}"
+        cost = " ".join(
+            f"{role} {self.models.ledgers[role].totals().cost_text}" for role in ("task", "metric")
+        )
+        money = self.models.budget
+        if money.max_cost_usd is not None:
+            cost += f" (${money.spent_usd:.4f} of ${money.max_cost_usd:g})"
+        extra = f" · {self.replayed} replayed" if self.replayed else ""
+        errors = f" · {self.errors} errors" if self.errors else ""
+        return f"evaluated {self.calls}/{self.budget} · mean {shown} · cost {cost}{extra}{errors}"
 
 
 def _no_task(candidate: Candidate, input: dict[str, Any]) -> Any:

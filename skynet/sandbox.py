@@ -9,9 +9,10 @@ bubblewrap (`bwrap`) sandbox:
   sandbox's user namespace and the harness becomes it (with no group) before anything else runs;
 - /proc read-only (sysctls, sysrq-trigger, every other knob), /proc/keys unreadable, and the
   kernel keyring syscalls (add_key, request_key, keyctl) refused by a seccomp filter;
-- a filesystem of read-only binds of what the interpreter needs (/usr and the interpreter's own
-  prefix, its site-packages masked), private size-limited tmpfs at /tmp (the working folder) and
-  /dev/shm, everything else read-only,
+- a filesystem of read-only binds of what the interpreter needs (/usr, the interpreter's own
+  prefix and its site-packages: installed packages import, `Limits.packages` may narrow which),
+  private size-limited tmpfs at /tmp (the working folder) and /dev/shm, everything else
+  read-only,
   and /skynet: this evaluation's code.py, input.json, the model socket and the client module,
   read-only. No project file, data, metric, run store, cache, home, other candidate or network
   (not even loopback to the host);
@@ -76,6 +77,7 @@ __all__ = [
     "check_available",
     "run_python",
     "bounded_json",
+    "site_folders",
 ]
 
 MODES = ("bwrap", "none")
@@ -106,6 +108,8 @@ class Limits:
         stderr_tail_bytes: how much of the end of stderr the parent keeps.
         startup_s: how long the sandbox may take to start before it counts as broken.
         max_model_calls: model calls through the proxy per evaluation.
+        packages: the top-level names of installed packages the candidate may import (None:
+            every one in `site_folders()`; the standard library always).
     """
 
     wall_s: float = 10.0
@@ -119,6 +123,7 @@ class Limits:
     stderr_tail_bytes: int = 8192
     startup_s: float = 20.0
     max_model_calls: int = 64
+    packages: tuple[str, ...] | None = None
 
     def rlimits(self) -> dict[str, int]:
         """The RLIMIT_* values the harness sets on itself before it loads the candidate."""
@@ -290,12 +295,38 @@ def _system_binds() -> tuple[str, ...]:
 
 
 @functools.cache
+def site_folders() -> tuple[str, ...]:
+    """The folders of the interpreter's installed packages, which a code candidate imports from
+    (bound read-only in the sandbox): site.getsitepackages() and the user site when it is on
+    sys.path, real paths that exist. Never the project or the working folder; no .pth file is
+    read, so an editable install (its path into a project) stays out."""
+    import site
+
+    found = list(site.getsitepackages())
+    user = site.getusersitepackages()
+    if user in sys.path:
+        found.append(user)
+    real = (os.path.realpath(folder) for folder in found)
+    return tuple(dict.fromkeys(folder for folder in real if os.path.isdir(folder)))
+
+
+def _own_sites() -> tuple[str, ...]:
+    """The site folders that no bound system tree holds already (a venv's, the user site)."""
+    roots = ("/usr", *_interpreter_roots())
+    return tuple(f for f in site_folders() if not any(_under(f, root) for root in roots))
+
+
+def _site_binds() -> list[str]:
+    return [arg for folder in _own_sites() for arg in ("--ro-bind", folder, folder)]
+
+
+@functools.cache
 def _open_parents() -> tuple[str, ...]:
     """bwrap makes the folders above a bound tree (/root above a pyenv interpreter) 0700 root
     in the sandbox; a candidate that is not root must pass through them. They hold nothing else
     there."""
     parents: dict[str, None] = {}
-    for root in _interpreter_roots():
+    for root in (*_interpreter_roots(), *_own_sites()):
         parent = os.path.dirname(root)
         while parent != "/":
             parents[parent] = None
@@ -304,15 +335,14 @@ def _open_parents() -> tuple[str, ...]:
 
 
 def _masks(empty: Path, hidden: Sequence[Path]) -> list[str]:
-    """Cover every hidden folder (site-packages, the project, home, the working directory)
-    that falls inside a bound tree with an empty read-only folder."""
+    """Cover every hidden folder (the project, home, the working directory, a base
+    interpreter's site-packages that is not this one's) that falls inside a bound tree with an
+    empty read-only folder."""
     ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    candidates = [
-        Path(os.path.realpath(sys.base_prefix)) / "lib" / ver / "site-packages",
-        *hidden,
-    ]
+    base_site = Path(os.path.realpath(sys.base_prefix)) / "lib" / ver / "site-packages"
+    candidates = [*([base_site] if str(base_site) not in site_folders() else []), *hidden]
     args: list[str] = []
-    roots = ("/usr", *_interpreter_roots())
+    roots = ("/usr", *_interpreter_roots(), *site_folders())
     for path in candidates:
         real = os.path.realpath(path)
         if os.path.isdir(real) and any(_under(real, root) for root in roots):
@@ -390,7 +420,8 @@ def _bwrap_argv(
         for name in ("keys", "key-users"):
             argv += ["--ro-bind", "/dev/null", f"/proc/{name}"]
     if not probe:
-        argv += ["--ro-bind", str(box / "in"), "/skynet", *_masks(box / "empty", hidden)]
+        argv += ["--ro-bind", str(box / "in"), "/skynet", *_site_binds()]
+        argv += _masks(box / "empty", hidden)  # after the binds: a hidden folder stays hidden
     argv += ["--chdir", "/tmp", "--remount-ro", "/dev", "--remount-ro", "/"]
     if "proc" in guards:
         # bwrap covers /proc/sys only when the folder itself is writable, which it never is,

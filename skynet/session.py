@@ -137,6 +137,7 @@ class Progress:
     errors: int = 0
     best_val: float | None = None
     _last: float = 0.0
+    _open: bool = False  # the live line is on the screen without its newline
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def line(self) -> str:
@@ -159,16 +160,30 @@ class Progress:
             if not force and now - self._last < (0.5 if self.out.isatty() else 10.0):
                 return
             self._last = now
-        if self.out.isatty():
-            self.out.write("\r\033[K" + self.line())
-        else:
-            self.out.write(self.line() + "\n")
-        self.out.flush()
+            if self.out.isatty():
+                self.out.write("\r\033[K" + self.line())
+                self._open = True
+            else:
+                self.out.write(self.line() + "\n")
+            self.out.flush()
+
+    def say(self, text: str) -> None:
+        """A message on a line of its own: the live line (a terminal's, a notebook's, left
+        without its newline to be rewritten) is ended first, not run into."""
+        with self._lock:
+            self._end_line()
+            self.out.write(text + "\n")
+            self.out.flush()
 
     def done(self) -> None:
         self.tick(force=True)
-        if self.out.isatty():
+        with self._lock:
+            self._end_line()
+
+    def _end_line(self) -> None:
+        if self._open:
             self.out.write("\n")
+            self._open = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -234,6 +249,8 @@ class RunSession:
         self.cfg = cfg = project.config
         self.stream: IO[str] = out if out is not None else sys.stderr
         self.budget = plan.max_metric_calls
+        # Made first: every line the run says goes through it (see say()).
+        self.progress = Progress(budget=self.budget, models=models, out=self.stream)
         self.train, self.val = project.dataset.train, project.dataset.val
         self.seed = dict(project.artifact.components)
         self.metric_hash = project.metric.source_hash
@@ -294,7 +311,6 @@ class RunSession:
         store.set_seed_candidate(run_id, self.seed_id)
         models.subscribe(lambda record: store.record_call(run_id, record))
 
-        self.progress = Progress(budget=self.budget, models=models, out=self.stream)
         # Per candidate, per val item: (score, error kind, ok), not the Result (outputs are big).
         self.val_outcomes: dict[str, dict[str, tuple[float | None, str | None, bool]]] = {}
         self._lock = threading.Lock()
@@ -415,7 +431,7 @@ class RunSession:
     def say(self, text: str) -> None:
         """Print a line of the run's; it may quote a candidate or its output, so it is escaped
         (it cannot drive the terminal)."""
-        print(printable(text, multiline=True), file=self.stream, flush=True)
+        self.progress.say(printable(text, multiline=True))
 
     def engine_log(self, message: str) -> None:
         """A line of the engine's own log (its progress bars, its messages): runs/ID/engine.log.
@@ -524,13 +540,15 @@ class RunSession:
                 raise self._aborted[0]
             if calls < MIN_EVALUATIONS_BEFORE_ABORT or errors / calls <= share:
                 return result
-            command = f"`skynet run --resume {self.run_id}`"
+            command = f"`{self._resume()}`"
             fix = (
                 f"Fix the model's endpoint, then resume with {command}: what the model failed "
                 "on is asked again (its [models.endpoints] settings may change)"
                 if transient(result)
                 else f"Fix the metric or the artifact, then resume with {command}"
             )
+            if self.project.made_in:  # the CLI reads its records only when told the store
+                fix += f"; `{self._show()}` lists the errors"
             self._aborted.append(
                 RunAborted(
                     f"{errors} of {calls} evaluations failed (more than {share:.0%}); the last: "
@@ -538,6 +556,23 @@ class RunSession:
                 )
             )
             raise self._aborted[0]
+
+    def _resume(self) -> str:
+        """How this run is resumed, in the form it was made in: a run made from Python (whose
+        metric and rows are the caller's objects) by skynet.resume, with its store."""
+        if self.project.made_in:
+            return (
+                f'skynet.resume("{self.run_id}", seed, metric=score, train=..., val=..., '
+                f'store="{self.project.store_dir}")'
+            )
+        return f"skynet run --resume {self.run_id}"
+
+    def _show(self) -> str:
+        """The command that reports this run: with --store where the CLI would not look."""
+        store = self.project.store_dir
+        default = (self.project.dir / ".skynet").absolute()
+        where = "" if store.absolute() == default else f" --store {store}"
+        return f"skynet show {self.run_id}{where}"
 
     def evaluate(self, candidate: Candidate, item: Item) -> Result:
         made = self.recorded(candidate, item, lambda: self._evaluated(candidate, item))
@@ -642,6 +677,7 @@ class RunSession:
             score_output=self.score_output,
             record_failure=self.record_failure,
             max_side_info_chars=cfg.engine.max_side_info_chars,
+            predictor_feedback=getattr(self.project.metric.fn, "for_predictor", None),
         )
 
     # -- driving and ending ----------------------------------------------------------------
@@ -677,9 +713,7 @@ class RunSession:
         except KeyboardInterrupt:
             self.progress.done()
             store.set_status(run_id, "stopped", error="interrupted")
-            self.say(
-                f"\nstopped; everything so far is recorded. Resume: skynet run --resume {run_id}"
-            )
+            self.say(f"\nstopped; everything so far is recorded. Resume: {self._resume()}")
             raise
         except RunAborted as exc:
             self.progress.done()
@@ -696,7 +730,7 @@ class RunSession:
             store.set_status(run_id, "stopped", error="interrupted")
             self.say(
                 f"\nstopped in the confirmation; everything so far is recorded. Resume: "
-                f"skynet run --resume {run_id}"
+                f"{self._resume()}"
             )
             raise
 

@@ -293,12 +293,6 @@ REJECTED = [
         ["data.inputs is missing", "under [data]", "input column names"],
     ),
     (
-        "empty outputs",
-        '[data]\npath = "d.jsonl"\ninputs = ["text"]\noutputs = []\n',
-        None,
-        ["data.outputs = []", "non-empty list"],
-    ),
-    (
         "inputs not a list",
         '[data]\npath = "d.jsonl"\ninputs = "text"\noutputs = ["label"]\n',
         None,
@@ -563,3 +557,9 @@ def test_models_config_embedded_model_endpoint_keeps_price_zero(tmp_path):
     settings = models.settings["local/smollm2"]
     assert settings.timeout_s == 10.0
     assert settings.price == Price(input_per_mtok=0, output_per_mtok=0)
+
+
+@pytest.mark.parametrize("outputs", ["outputs = []\n", ""], ids=["empty", "absent"])
+def test_no_outputs_is_a_reference_free_project(tmp_path, outputs):
+    (tmp_path / "skynet.toml").write_text(f'[data]\npath = "d.jsonl"\ninputs = ["text"]\n{outputs}')
+    assert load_config(tmp_path).data.outputs == []

@@ -145,7 +145,7 @@ def test_the_notebook_runs_on_a_real_kernel(tmp_path, scripted_server, monkeypat
             assert not re.search(r"\d+%\||it/s\]|s/it\]", text), (name, text)  # tqdm bars
             assert "litellm" not in text.lower(), (name, text)
             assert "dspy" not in text.lower(), (name, text)
-        if cell is not optimize:
+        if cell not in (optimize, evaluation):
             assert "\r" not in _streams(cell, "stdout") + _streams(cell, "stderr")
 
     # The runs are recorded in ./.skynet of the kernel's working folder, as ordinary runs.

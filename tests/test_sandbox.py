@@ -137,18 +137,19 @@ def test_unsandboxed_the_same_candidate_reads_the_answers(runner, project):
     assert _leaked(got)
 
 
-def test_site_packages_inside_the_bound_interpreter_is_masked(runner):
-    """The interpreter's prefix is bound, but its site-packages (installed packages, an editable
-    install's path to the project) is covered by an empty folder; the same mask covers any
-    `hidden` folder that lies inside a bound tree."""
+def test_site_packages_is_readable_but_the_editable_project_is_not(runner):
+    """Issue 28: the interpreter's site-packages is bound (read-only: installed packages import;
+    tests/test_sandbox_packages.py), but the project an editable install points to is not."""
     import sysconfig
 
     site = os.path.realpath(sysconfig.get_paths(vars={"base": sys.base_prefix})["purelib"])
     assert os.listdir(site), "the test needs a non-empty site-packages"
     source = "import os\ndef run(input):\n    return os.listdir(input['path'])\n"
     got = _inline(runner, source, input={"path": site})
-    # Empty (masked), or absent altogether (the unprivileged case runs /usr/bin/python3).
-    assert got == {"output": []} or "FileNotFoundError" in got.get("failed", ""), got
+    # Absent altogether in the unprivileged case, which runs /usr/bin/python3.
+    assert got == {"output": os.listdir(site)} or "FileNotFoundError" in got.get("failed", "")
+    got = _inline(runner, source, input={"path": str(REPO / "skynet")})
+    assert "FileNotFoundError" in got.get("failed", ""), got
 
 
 def _parent_secret(runner: Runner) -> tuple[str, dict[str, str]]:

@@ -315,11 +315,11 @@ def test_a_bad_python_argument_is_a_typed_error_at_the_call(
     assert not (tmp_path / ".skynet" / "runs.db").exists()
 
 
-def test_evaluate_takes_no_out_and_says_so_at_the_call(tmp_path, monkeypatch, server):
-    # evaluate() prints no progress: out= is Python's own TypeError at the call, naming it.
+def test_evaluate_refuses_an_out_that_is_no_stream_at_the_call(tmp_path, monkeypatch, server):
+    # evaluate() shows progress as optimize() does: out= not a stream is refused, naming it.
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(TypeError, match="'out'"):
-        skynet.evaluate(  # type: ignore[call-arg]
+    with pytest.raises(ConfigError, match=r"skynet\.evaluate\(\): out=5 is not a text stream"):
+        skynet.evaluate(  # type: ignore[arg-type]
             "Tell the user about the country.",
             metric=_score,
             data=ROWS,

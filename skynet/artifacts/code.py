@@ -61,6 +61,7 @@ SANDBOX_KEYS = (
     "max_output_bytes",
     "stderr_tail_bytes",
     "max_model_calls",
+    "packages",
 )
 
 COMPONENT = "code"
@@ -82,6 +83,42 @@ for name, value in limits.items():
 import bisect, collections, dataclasses, datetime, decimal, fractions, functools, heapq
 import itertools, math, operator, random, re, statistics, string, time, typing
 sys.path.insert(0, os.path.join(box, "lib"))
+# Installed packages import from their folders, after the standard library's. [artifact]
+# packages, when set, narrows which top-level names import (and what those import in turn): a
+# rule for honest code, not a wall, as the folders are readable either way.
+site = json.loads(open(os.path.join(box, "site.json"), encoding="utf-8").read())
+sys.path.extend(site["path"])
+sys.dont_write_bytecode = True
+if site["packages"] is not None:
+    import importlib.machinery
+
+    class ListedPackages:
+        granted = set(site["packages"])
+        listed = ", ".join(site["packages"]) or "none"
+
+        @classmethod
+        def find_spec(cls, name, path=None, target=None):
+            if path is not None or name in cls.granted or name in sys.stdlib_module_names:
+                return None
+            if importlib.machinery.PathFinder.find_spec(name, site["path"]) is None:
+                return None  # not an installed package: the usual ModuleNotFoundError
+            frame = sys._getframe(1)
+            while frame is not None and (
+                frame.f_code.co_filename.startswith("<frozen")
+                or str(frame.f_globals.get("__name__", "")).startswith("importlib")
+            ):
+                frame = frame.f_back
+            importer = "" if frame is None else str(frame.f_globals.get("__name__", ""))
+            if importer.partition(".")[0] in cls.granted:
+                cls.granted.add(name)  # a listed package's own dependency
+                return None
+            raise ModuleNotFoundError(
+                f"No module named {name!r} here: [artifact] packages does not list it"
+                f" (it lists: {cls.listed}); add it there to let candidates import it",
+                name=name,
+            )
+
+    sys.meta_path.insert(0, ListedPackages)
 del sys.argv[1:]
 code_path = os.path.join(box, "code.py")  # absolute: tracebacks quote the candidate's lines
 source = open(code_path, encoding="utf-8").read()
@@ -168,6 +205,9 @@ class CodeArtifact:
             {
                 "code.py": candidate[COMPONENT].encode("utf-8", "surrogatepass"),
                 "input.json": json.dumps(input).encode(),
+                "site.json": json.dumps(
+                    {"path": sandbox.site_folders(), "packages": self.limits.packages}
+                ).encode(),
             },
             limits=self.limits,
             mode=self.sandbox,
@@ -405,6 +445,7 @@ def code_limits(art: Any) -> Limits:
         max_output_bytes=art.max_output_bytes,
         stderr_tail_bytes=art.stderr_tail_bytes,
         max_model_calls=art.max_model_calls,
+        packages=None if art.packages is None else tuple(art.packages),
     )
 
 

@@ -185,9 +185,15 @@ def prompt_as_program(prompt: Any, *, max_tokens: int, temperature: float) -> Ds
     import dspy
 
     if len(prompt.components) != 1:
+        # A prompt from Python (skynet.optimize's seed=) has no file to name.
+        where, engine = (
+            (prompt.path, "engine 'gepa'")
+            if prompt.path is not None
+            else ("skynet.optimize(): seed=", 'engine={"name": "gepa"}')
+        )
         raise ConfigError(
-            f"{prompt.path}: a prompt with {len(prompt.components)} sections to optimize cannot "
-            "run under dspy-gepa (one predictor, one instruction); use engine 'gepa'"
+            f"{where}: a prompt with {len(prompt.components)} sections to optimize cannot "
+            f"run under dspy-gepa (one predictor, one instruction); use {engine}"
         )
     ((section, text),) = prompt.components.items()
     signature: Any = dspy.Predict("request -> output").signature

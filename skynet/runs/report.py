@@ -1032,6 +1032,7 @@ def _facts(s: RunSummary) -> list[str]:
             errors,
             *_printed(s),
             *_untokened(s),
+            *_self_test(s),
         ]
     return [
         f"Metric calls used: {_budget_calls(s)}",
@@ -1039,7 +1040,21 @@ def _facts(s: RunSummary) -> list[str]:
         f"Proposals: {_counts(s.proposals)}",
         *_printed(s),
         *_untokened(s),
+        *_self_test(s),
     ]
+
+
+def _self_test(s: RunSummary) -> list[str]:
+    """One line when the metric's self-test was not run in full before the run."""
+    mode = (s.run.config.get("metric") or {}).get("self_test", "full")
+    if mode == "contract":
+        return [
+            'Metric self-test: contract only ([metric] self_test = "contract"): one item\'s '
+            "return value was checked; the answer key and the null control were not"
+        ]
+    if mode == "off":
+        return ['Metric self-test: off ([metric] self_test = "off"): nothing was checked']
+    return []
 
 
 def _untokened(s: RunSummary) -> list[str]:

@@ -311,3 +311,71 @@ def test_skynet_dspy_gepa_is_raw_dspy_gepa(tmp_path, no_dspy_cache, hint):
     scored = (project / "metric-calls.txt").read_text().splitlines()
     assert Counter(scored) == Counter(f"{country[e.item_id]}|{e.output}" for e in evaluations)
     assert len(scored) == len(set(raw_runs)) < len(raw_runs) < len(raw_calls)
+
+
+# -- a DSPy metric's per-predictor feedback, as dspy.GEPA asks for it --------------------------
+
+DSPY_METRIC = textwrap.dedent(
+    """
+    import dspy
+
+    def score(gold, pred, trace=None, pred_name=None, pred_trace=None):
+        right = pred.capital == gold.capital
+        if pred_name is None:
+            feedback = "right" if right else f"the capital is {gold.capital}"
+        else:  # one predictor's feedback: what it said, from its own trace
+            said = pred_trace[0][2]["capital"]
+            feedback = f"{pred_name} said {said}; the capital is {gold.capital}"
+        return dspy.Prediction(score=float(right), feedback=feedback)
+    """
+)
+
+
+def _reflections(server: ScriptedServer) -> Counter:
+    return Counter(
+        b["messages"][-1]["content"]
+        for b in server.requests
+        if "new_instruction" in b["messages"][0]["content"]
+    )
+
+
+def test_a_dspy_metric_gives_each_predictor_its_own_feedback_as_raw(tmp_path, no_dspy_cache):
+    """The tutorials' metric(gold, pred, trace, pred_name, pred_trace) as metric.py: dspy.GEPA
+    asks it for each predictor's feedback with that predictor's name and trace, and each
+    reflection is shown that feedback only: the reflection prompts are raw dspy.GEPA's."""
+    project = tmp_path / "p"
+    with ScriptedServer(responder=responder(True)) as server:
+        _project(project, server.url)
+        (project / "metric.py").write_text(DSPY_METRIC)
+        assert main(["-C", str(project), "run"]) == 0
+        skynet_prompts = _reflections(server)
+    namespace: dict = {}
+    exec(DSPY_METRIC, namespace)
+    with ScriptedServer(responder=responder(True)) as raw_server:
+        dspy_gepa = dspy.GEPA(
+            metric=namespace["score"],
+            max_metric_calls=BUDGET,
+            reflection_lm=dspy.LM(MODEL, api_base=raw_server.url, api_key="k", cache=False),
+            num_threads=THREADS,
+            seed=0,
+            track_stats=True,
+        )
+        examples = {
+            split: [
+                dspy.Example(country=r["country"], capital=r["capital"]).with_inputs("country")
+                for r in ROWS
+                if r["split"] == split
+            ]
+            for split in ("train", "val")
+        }
+        task = dspy.LM(MODEL, api_base=raw_server.url, api_key="k", cache=False, max_tokens=256)
+        with dspy.context(lm=task):
+            dspy_gepa.compile(
+                _load_program(project / "program.py"),
+                trainset=examples["train"],
+                valset=examples["val"],
+            )
+        raw_prompts = _reflections(raw_server)
+    assert raw_prompts and skynet_prompts == raw_prompts
+    shown = "\n".join(raw_prompts)
+    assert "europe said" in shown and "elsewhere said" in shown  # each predictor's own

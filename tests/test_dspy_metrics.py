@@ -1,0 +1,123 @@
+"""DSPy metrics as the tutorials write them (issue 28), recognised by what they accept, from Python
+and from a project's metric.py alike: `skynet check` says which contract was chosen; an Example
+with several labels needs no key(); a function under Skynet's own contract stays as it is."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import dspy
+import pytest
+from artifacts.test_dspy_runs import CAPITAL, make_dspy_project, responder
+
+import skynet
+from skynet.cli import main
+from skynet.dspy_metric import is_dspy_metric
+from skynet.runs import RunStore
+
+# The AIME tutorial's metric, as written there (its names, its keyword defaults).
+AIME = """
+import dspy
+
+def metric_with_feedback(example, prediction, trace=None, pred_name=None, pred_trace=None):
+    correct = example.answer == prediction.answer
+    feedback = "right" if correct else f"The correct answer is {example.answer}."
+    return dspy.Prediction(score=float(correct), feedback=feedback)
+
+score = metric_with_feedback
+"""
+
+
+def _defs(source: str) -> dict:
+    namespace: dict = {}
+    exec(textwrap.dedent(source), namespace)
+    return namespace
+
+
+# (case, the function's source, DSPy's or not)
+FORMS = [
+    ("gold-pred", "def f(gold, pred): return 1.0", True),
+    ("example-pred-trace", "def f(example, pred, trace=None): return 1.0", True),
+    ("aime", "def f(example, prediction, trace=None, pred_name=None, pred_trace=None): 1", True),
+    ("any-names-with-trace", "def f(a, b, trace=None): return 1.0", True),
+    ("pred_name-keyword-only", "def f(x, y, *, pred_name=None): return 1.0", True),
+    ("skynet", "def f(input, output, expected=None): return 1.0, {}", False),
+    ("skynet-reference-free", "def f(input, output): return 1.0, {}", False),
+    ("example-output", "def f(example, output, expected=None): return 1.0, {}", False),
+]
+
+
+@pytest.mark.parametrize(("source", "dspy_form"), [f[1:] for f in FORMS], ids=[f[0] for f in FORMS])
+def test_a_dspy_metric_is_known_by_what_it_accepts(source, dspy_form):
+    assert is_dspy_metric(_defs(source)["f"]) is dspy_form
+
+
+def test_the_aime_metric_runs_from_metric_py_and_check_says_how(tmp_path, scripted_server, capsys):
+    scripted_server.responder = responder
+    project = make_dspy_project(tmp_path / "p", scripted_server.url)
+    (project / "metric.py").write_text(textwrap.dedent(AIME))
+    assert main(["-C", str(project), "check"]) == 0, capsys.readouterr()
+    out = capsys.readouterr().out
+    assert (
+        "metric loaded (a DSPy metric, called as metric_with_feedback(example, prediction, "
+        "trace, pred_name, pred_trace))"
+    ) in out
+    assert "metric self-test passed" in out
+    assert main(["-C", str(project), "run"]) == 0
+    with RunStore(project / ".skynet" / "runs.db", readonly=True) as store:
+        run = store.list_runs()[0]
+        evaluations = store.evaluations(run.id)
+    assert {e.score for e in evaluations} == {0.0, 1.0}  # the seed misses, the best is right
+    wrong = next(e for e in evaluations if e.score == 0.0)
+    assert wrong.feedback.startswith("The correct answer is ")
+
+
+def test_the_aime_metric_runs_from_python(tmp_path, scripted_server, monkeypatch):
+    scripted_server.responder = responder
+    monkeypatch.chdir(tmp_path)
+    examples = [
+        dspy.Example(country=country, answer=capital).with_inputs("country")
+        for country, capital in CAPITAL.items()
+    ]
+    result = skynet.optimize(
+        dspy.Predict("country -> answer"),
+        metric=_defs(AIME)["metric_with_feedback"],
+        train=examples[0::2],
+        val=examples[1::2],
+        models={
+            "task": "openai/skynet-test",
+            "reflection": "openai/skynet-test",
+            "endpoints": {"openai/skynet-test": {"api_base": scripted_server.url}},
+        },
+        engine={"name": "gepa"},
+        budget={"max_metric_calls": 30},
+    )
+    assert result.baseline_score == 0.0 and result.best_score == 1.0
+
+
+def test_an_example_with_several_labels_needs_no_key(tmp_path, scripted_server, capsys):
+    """The answer key of a DSPy metric is a Prediction of all the Example's labels (here a
+    solution and an answer), as a program's output is: no key() to write."""
+    scripted_server.responder = responder
+    project = make_dspy_project(tmp_path / "p", scripted_server.url)
+    data = project / "data.jsonl"
+    rows = [json.loads(line) for line in data.read_text().splitlines()]
+    for row in rows:
+        row["solution"] = f"{row['country']}'s capital is {row['answer']}"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    toml = project / "skynet.toml"
+    toml.write_text(
+        toml.read_text().replace('outputs = ["answer"]', 'outputs = ["answer", "solution"]')
+    )
+    (project / "metric.py").write_text(
+        textwrap.dedent(
+            """
+            def score(example, prediction, trace=None):
+                assert example.solution  # the Example carries every label
+                return float(example.answer == prediction.answer)
+            """
+        )
+    )
+    assert main(["-C", str(project), "check"]) == 0, capsys.readouterr()
+    assert "metric self-test passed" in capsys.readouterr().out
