@@ -231,11 +231,17 @@ def test_a_run_that_fails_after_it_started_is_marked_failed_not_running(recorded
     capsys.readouterr()
     assert main(["-C", str(project), "run"]) == 2
     err = capsys.readouterr().err
-    # The run had started (its first line says so); the fault is the one line after it.
+    # The run had started (its first line says so); the fault is the one line after it, then
+    # how to resume the run once it is fixed.
     lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 2 and lines[0].startswith("run ") and "Traceback" not in err, err
+    assert len(lines) == 3 and lines[0].startswith("run ") and "Traceback" not in err, err
     assert lines[1].startswith("skynet: error: "), lines[1]
     assert ".skynet/runs is a file" in lines[1] and "mv " in lines[1], lines[1]
+    run_id = lines[0].split()[1].rstrip(":")
+    assert lines[2] == (
+        f"  run {run_id} is kept as recorded: once that is fixed, `skynet run --resume {run_id}` "
+        "goes on from it (nothing recorded is sent again)"
+    )
     _close_sessions()
     with RunStore(runs_db_path(project)) as store:
         now = store.list_runs()
