@@ -756,7 +756,9 @@ def config_cases() -> list[Case]:
         Case(id="toml-data-missing-inputs", setup=toml_replace('inputs = ["country"]', "")),
         Case(id="toml-inputs-a-string", setup=toml_set("data", "inputs", '"country"')),
         Case(id="toml-inputs-unknown-column", setup=toml_set("data", "inputs", '["nope"]')),
-        Case(id="toml-outputs-empty", setup=toml_set("data", "outputs", "[]")),
+        # No output columns is a reference-free project now (issue 28): the metric, which reads
+        # expected["capital"], fails its self-test: a run says so in one line.
+        Case(id="toml-outputs-empty", argv=("run",), setup=toml_set("data", "outputs", "[]")),
         Case(id="toml-api-base-not-url", setup=toml_set(ENDPOINT[1:-1], "api_base", '"ftp:/x"')),
         Case(
             id="toml-price-negative",
@@ -1283,9 +1285,18 @@ def python_cases() -> list[Case]:
             "skynet.resume('nope', SEED, metric=score, train=TRAIN, val=VAL, inputs=['country'], outputs=['capital'], out=io.StringIO(), **TABLES)",
         ),
         ("py-evaluate-candidate-none", "ev(candidate=None)"),
-        ("py-evaluate-no-outputs", "ev(outputs=None, data=[{'id': 'a', 'country': 'Peru'}])"),
     ]
     cases = [Case(id=i, python=code, project="none") for i, code in rows]
+    # Rows with no output column: a reference-free evaluation (issue 28); the metric that reads
+    # expected fails on the row, which the EvalResult holds (left_out), as dspy.Evaluate would.
+    cases.append(
+        Case(
+            id="py-evaluate-no-outputs",
+            python="ev(outputs=None, data=[{'id': 'a', 'country': 'Peru'}])",
+            project="none",
+            expect="survive",
+        )
+    )
     cases.append(
         Case(
             id="py-metric-raises-on-one-item",
