@@ -329,6 +329,9 @@ def optimize(
         models, engine, budget, artifact = _recorded_tables(
             store_dir, resume, models=models, engine=engine, budget=budget, artifact=artifact
         )
+    models, said = _configured_lm(seed, models)
+    if said:
+        print(said, file=out or sys.stderr, flush=True)
     project, kind = _project(
         seed,
         metric=metric,
@@ -645,6 +648,55 @@ def _project(
 
 _KIND_OF_SEED = {"text": "prompt", "components": "prompt", "prompt_file": "prompt"}
 _KIND_OF_SEED |= {"dspy": "dspy", "code": "code"}
+
+
+def _configured_lm(
+    seed: Any, models: Mapping[str, Any] | None
+) -> tuple[Mapping[str, Any] | None, str]:
+    """The models table for a DSPy program seed, honouring `dspy.configure(lm=...)`: with no
+    task model given, the configured LM's model (and api_base) becomes the task model, its calls
+    then going through Skynet's models (metered, cached, budgeted); and the line that says so.
+
+    Raises:
+        ConfigError: the configured LM is not a dspy.LM Skynet can route, or models= names
+            another task model (one of them would be silently ignored).
+    """
+    dspy = sys.modules.get("dspy")
+    if dspy is None or not isinstance(seed, dspy.Module):
+        return models, ""
+    lm = dspy.settings.lm
+    if lm is None:
+        return models, ""
+    name = getattr(lm, "model", None)
+    if not isinstance(name, str) or not isinstance(getattr(lm, "kwargs", None), dict):
+        raise ConfigError(
+            f"{_CALL}: dspy.configure(lm=...) holds a {type(lm).__name__}, whose calls Skynet "
+            'cannot route through its models; give models={"task": "PROVIDER/MODEL", ...} and '
+            "dspy.configure(lm=None)"
+        )
+    given = dict(models or {})
+    task = given.get("task")
+    if task is not None and task != name:
+        raise ConfigError(
+            f"{_CALL}: dspy.configure(lm={name!r}) and models= task {task!r} differ; Skynet runs "
+            "the program on its task model through its own models, so the configured LM would be "
+            "ignored: drop one of them"
+        )
+    if task is not None:
+        return models, ""
+    given["task"] = name
+    api_base = lm.kwargs.get("api_base")
+    endpoints = dict(given.get("endpoints") or {})
+    if api_base and name not in endpoints:
+        endpoints[name] = {"api_base": api_base}
+        given["endpoints"] = endpoints
+    said = f"task model {name}: from dspy.configure(lm=...)"
+    if lm.kwargs.get("api_key"):
+        said += (
+            " (its api_key is not recorded or sent: give the key in an environment variable, "
+            f'models={{"endpoints": {{"{name}": {{"api_key_env": "VAR"}}}}}})'
+        )
+    return given, said
 
 
 def _seed_kind(seed: Any) -> str:

@@ -121,3 +121,62 @@ def test_an_example_with_several_labels_needs_no_key(tmp_path, scripted_server, 
     )
     assert main(["-C", str(project), "check"]) == 0, capsys.readouterr()
     assert "metric self-test passed" in capsys.readouterr().out
+
+
+# -- dspy.configure(lm=...): honoured when no task model is given, refused when another is ------
+
+
+def _capitals() -> list:
+    return [
+        dspy.Example(country=country, answer=capital).with_inputs("country")
+        for country, capital in CAPITAL.items()
+    ]
+
+
+def test_a_configured_dspy_lm_is_the_task_model_through_skynet(
+    tmp_path, scripted_server, monkeypatch
+):
+    import io
+
+    scripted_server.responder = responder
+    monkeypatch.chdir(tmp_path)
+    examples = _capitals()
+    out = io.StringIO()
+    lm = dspy.LM("openai/skynet-test", api_base=scripted_server.url, api_key="k", cache=False)
+    with dspy.context(lm=lm):
+        result = skynet.optimize(
+            dspy.Predict("country -> answer"),
+            metric=_defs(AIME)["metric_with_feedback"],
+            train=examples[0::2],
+            val=examples[1::2],
+            models={"reflection": "openai/skynet-test"},
+            engine={"name": "gepa"},
+            budget={"max_metric_calls": 30},
+            out=out,
+        )
+    said = out.getvalue().splitlines()[0]
+    assert said.startswith("task model openai/skynet-test: from dspy.configure(lm=...)")
+    assert "api_key is not recorded or sent" in said
+    assert result.best_score == 1.0
+    summary = result._summary()
+    assert summary.cost["task"].calls > 0  # its calls went through Skynet's models: metered
+
+
+def test_a_configured_dspy_lm_and_another_task_model_are_refused(tmp_path, scripted_server):
+    lm = dspy.LM("openai/other-model", api_base=scripted_server.url, cache=False)
+    examples = _capitals()
+    with dspy.context(lm=lm), pytest.raises(skynet.ConfigError) as refused:
+        skynet.optimize(
+            dspy.Predict("country -> answer"),
+            metric=_defs(AIME)["metric_with_feedback"],
+            train=examples[0::2],
+            val=examples[1::2],
+            models={"task": "openai/skynet-test", "reflection": "openai/skynet-test"},
+            store=tmp_path / "s",
+        )
+    assert str(refused.value) == (
+        "skynet.optimize(): dspy.configure(lm='openai/other-model') and models= task "
+        "'openai/skynet-test' differ; Skynet runs the program on its task model through its own "
+        "models, so the configured LM would be ignored: drop one of them"
+    )
+    assert scripted_server.request_count == 0 and not (tmp_path / "s").exists()
