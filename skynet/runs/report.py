@@ -856,9 +856,17 @@ def _objective_rows(s: RunSummary) -> list[list[str]]:
     return rows
 
 
-def _candidate_rows(s: RunSummary) -> list[list[str]]:
+def in_pool(s: RunSummary, c: CandidateSummary) -> bool:
+    """Whether `c` is in the search's pool (the seed, or scored on every val item), as gepa's
+    and dspy.GEPA's results count candidates; a proposal rejected on its minibatch is not."""
+    return c.val_known_at is not None or (s.seed is not None and c.id == s.seed.id)
+
+
+def _candidate_rows(s: RunSummary, *, pool: bool = True) -> list[list[str]]:
     rows = []
     for c in s.candidates:
+        if in_pool(s, c) is not pool:
+            continue
         role = []
         if s.seed is not None and c.id == s.seed.id:
             role.append("seed")
@@ -1010,8 +1018,13 @@ def render_text(summary: RunSummary, *, columns: int | None = None) -> str:
     if _evaluation_only(s):
         return printable("\n".join(out) + "\n", multiline=True)
     if s.candidates:
-        out += ["", "Candidates"]
-        out += _table(_CANDIDATE_HEADER, _candidate_rows(s), text_columns=2)
+        pooled = _candidate_rows(s)
+        out += ["", f"Candidates ({len(pooled)}: the seed and those scored on val, the pool)"]
+        out += _table(_CANDIDATE_HEADER, pooled, text_columns=2)
+        rejected = _candidate_rows(s, pool=False)
+        if rejected:
+            out += ["", f"Proposals rejected on their minibatch ({len(rejected)}, not in the pool)"]
+            out += _table(_CANDIDATE_HEADER, rejected, text_columns=2)
     out += ["", "Best candidate against the seed"]
     if not s.diff:
         out.append("  (no change: the best candidate is the seed)")
@@ -1224,8 +1237,13 @@ def overview_html(summary: RunSummary, *, item_by_item: Sequence[str] = ()) -> l
         body.append(_html_diff(text))
     body += item_by_item
 
-    body.append("<h2>Candidates</h2>")
-    body.append(_html_table(_CANDIDATE_HEADER, _candidate_rows(s), mono_first=True))
+    pooled = _candidate_rows(s)
+    body.append(f"<h2>Candidates ({len(pooled)}: the seed and those scored on val)</h2>")
+    body.append(_html_table(_CANDIDATE_HEADER, pooled, mono_first=True))
+    rejected = _candidate_rows(s, pool=False)
+    if rejected:
+        body.append(f"<h2>Proposals rejected on their minibatch ({len(rejected)})</h2>")
+        body.append(_html_table(_CANDIDATE_HEADER, rejected, mono_first=True))
     return body
 
 

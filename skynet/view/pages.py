@@ -31,6 +31,7 @@ from skynet.runs.report import (
     _parse_time,
     _test,
     _val,
+    in_pool,
     overview_html,
     page,
 )
@@ -398,6 +399,8 @@ def _role(c: CandidateSummary, s: RunSummary) -> str:
         tags.append("seed")
     if s.best is not None and c.id == s.best.id:
         tags.append("best")
+    if not in_pool(s, c):
+        tags.append("rejected")  # on its minibatch: a proposal, not in the pool
     return " ".join(tags)
 
 
@@ -793,7 +796,7 @@ def render_document(
         f'<span class="run mono">{_h(run_id)}</span>',
         '<a href="#overview">Overview</a>',
         '<a href="#items">Items</a>',
-        f'<a href="#candidates">Candidates ({len(s.candidates)})</a>',
+        f'<a href="#candidates">Candidates ({sum(in_pool(s, c) for c in s.candidates)})</a>',
         '<a href="#cost">Cost and time</a>',
     ]
     if live:
