@@ -485,11 +485,20 @@ def test_viewer_items_filter_fixed_and_broken(viewer, runs, tab):
     tab.shot("fixed")
 
 
+def _pool(store: RunStore, run_id: str) -> set[str]:
+    """The run's candidates in the pool (the seed and those scored on val)."""
+    from skynet.runs.report import in_pool, summarize
+
+    s = summarize(store, run_id)
+    return {c.id for c in s.candidates if in_pool(s, c)}
+
+
 def test_viewer_candidate_text(viewer, runs, tab):
     run, page = runs.a, tab.page
     page.goto(viewer.enter(f"/run/{run.id}"))
     show(page, "candidates")
-    assert page.inner_text('nav a[href="#candidates"]') == f"Candidates ({len(run.texts)})"
+    pooled = _pool(runs.store, run.id)
+    assert page.inner_text('nav a[href="#candidates"]') == f"Candidates ({len(pooled)})"
     check_candidate(page, run, run.best_id)
     # Only the one clicked is open.
     opened = page.eval_on_selector_all("details.candidate", "ds => ds.filter(d => d.open)")
@@ -521,7 +530,9 @@ def test_viewer_picker_compares_any_two_candidates(viewer, runs, tab):
     page.select_option("form.picker select[name=b]", y)
     with page.expect_navigation():
         page.click("form.picker button[type=submit]")
-    assert headers(page)[3:] == [f"A: {x}", f"B: {y}"]
+    pooled = _pool(runs.store, run.id)  # the others not in the pool are badged rejected
+    shown = [c if c in pooled else f"{c} (rejected)" for c in (x, y)]
+    assert headers(page)[3:] == [f"A: {shown[0]}", f"B: {shown[1]}"]
     assert page.locator("form.picker select[name=a]").input_value() == x
     assert page.locator("form.picker select[name=b]").input_value() == y
     check_filters(page, item_statuses(runs.store, run.id, x, y))
@@ -587,7 +598,7 @@ def test_viewer_reloads_when_the_run_records_something(chromium, runs, tab, tmp_
     try:
         page = tab.page
         page.goto(v.enter(f"/run/{run.id}#candidates"))
-        n = len(run.texts)
+        n = len(_pool(runs.store, run.id))
         assert page.inner_text('nav a[href="#candidates"]') == f"Candidates ({n})"
         page.evaluate("window.__before_reload = 1")
         new_id, text = "feedc0ffee00", "A candidate recorded while the page was open."
@@ -597,7 +608,8 @@ def test_viewer_reloads_when_the_run_records_something(chromium, runs, tab, tmp_
         page.wait_for_selector(f'details.candidate[id="cand-{new_id}"]', timeout=10_000)
         assert time.monotonic() - started < 10
         assert page.evaluate("typeof window.__before_reload") == "undefined"  # it reloaded
-        assert page.inner_text('nav a[href="#candidates"]') == f"Candidates ({n + 1})"
+        # Recorded with no val score, it is a proposal, not in the pool: listed, not counted.
+        assert page.inner_text('nav a[href="#candidates"]') == f"Candidates ({n})"
         assert page.locator("section.page#candidates").is_visible()  # the same page, still
         under = page.locator(f'ul.tree li:has(> a[href="#cand-{run.best_id}"]) ul')
         assert under.locator(f'a[href="#cand-{new_id}"]').count() == 1
