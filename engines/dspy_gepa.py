@@ -203,7 +203,7 @@ class DspyGepaEngine:
                 # with that predictor's name and trace, as under raw dspy.GEPA.
                 try:
                     score, own = ctx.predictor_feedback(
-                        example_of(item), pred, trace, _component(pred_name), pred_trace
+                        item.input, item.expected, pred, trace, _component(pred_name), pred_trace
                     )
                 except Exception as exc:  # noqa: BLE001 — the recorded feedback stands
                     ctx.engine_log(f"the metric's feedback for {pred_name} raised: {exc!r}")
@@ -218,10 +218,6 @@ class DspyGepaEngine:
             return dspy.Prediction(score=float(result.score or 0.0), feedback=feedback)
 
         items = {item.id: item for item in (*ctx.train, *ctx.val)}
-
-        def example_of(item: Item) -> Any:
-            """The item as the user's DSPy metric sees it: its inputs and labels only."""
-            return dspy.Example(**item.input, **(item.expected or {})).with_inputs(*item.input)
 
         def example(item: Item) -> Any:
             fields = {**item.input, **(item.expected or {}), _ID_FIELD: item.id}

@@ -316,14 +316,7 @@ def optimize(
     from skynet import runner
     from skynet.runs.report import summarize
 
-    lacks = [m for m in ("write", "flush", "isatty") if not callable(getattr(out, m, None))]
-    if out is not None and lacks:
-        # Refused here, not as an AttributeError from the first progress line.
-        raise ConfigError(
-            f"{_CALL}: out={reprlib.repr(out)} is not a text stream ({type(out).__name__} has "
-            f'no {lacks[0]}()); give one, e.g. out=sys.stdout or out=open("progress.log", "w"), '
-            "or leave it out (progress goes to stderr)"
-        )
+    _check_out(out, _CALL)
     store_dir = Path(store).expanduser().absolute()
     if resume is not None:
         models, engine, budget, artifact = _recorded_tables(
@@ -416,13 +409,7 @@ def evaluate(
     """
     from skynet import runner
 
-    lacks = [m for m in ("write", "flush", "isatty") if not callable(getattr(out, m, None))]
-    if out is not None and lacks:
-        raise ConfigError(
-            f"{_EVALUATE}: out={reprlib.repr(out)} is not a text stream ({type(out).__name__} "
-            f'has no {lacks[0]}()); give one, e.g. out=sys.stdout or out=open("progress.log", '
-            '"w"), or leave it out (progress goes to stderr)'
-        )
+    _check_out(out, _EVALUATE)
     if concurrency is not None and (
         isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
     ):
@@ -648,6 +635,18 @@ def _project(
 
 _KIND_OF_SEED = {"text": "prompt", "components": "prompt", "prompt_file": "prompt"}
 _KIND_OF_SEED |= {"dspy": "dspy", "code": "code"}
+
+
+def _check_out(out: Any, call: str) -> None:
+    """Refuse an `out=` that is not a text stream here, not as an AttributeError from the first
+    progress line."""
+    lacks = [m for m in ("write", "flush", "isatty") if not callable(getattr(out, m, None))]
+    if out is not None and lacks:
+        raise ConfigError(
+            f"{call}: out={reprlib.repr(out)} is not a text stream ({type(out).__name__} has "
+            f'no {lacks[0]}()); give one, e.g. out=sys.stdout or out=open("progress.log", "w"), '
+            "or leave it out (progress goes to stderr)"
+        )
 
 
 def _configured_lm(

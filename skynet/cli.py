@@ -30,7 +30,7 @@ from skynet.commands import (
     with_store,
     write_text,
 )
-from skynet.errors import ConfigError, ModelError, SkynetError
+from skynet.errors import ConfigError, ModelError, RunAborted, SkynetError
 from skynet.terminal import printable
 from skynet.terminal import width as terminal_width
 from skynet.view import DEFAULT_PORT
@@ -222,9 +222,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def _orphaned(run: Any, store: Path, *, more: int = 0) -> str:
     """The line for a run marked running that no process writes (killed, or it exited); a run
     made from Python is resumed from there."""
+    from skynet.runs.store import FROM_PYTHON
+
     others = f" (and {more} more)" if more else ""
     resume = (
-        _FROM_PYTHON["run"].format(run=run.id, store=store)
+        FROM_PYTHON["run"].format(run=run.id, store=store)
         if (run.notes or {}).get("made_in")
         else f"skynet run --resume {run.id}"
     )
@@ -234,13 +236,6 @@ def _orphaned(run: Any, store: Path, *, more: int = 0) -> str:
     )
 
 
-# What a run made from Python is rescored, evaluated or resumed with: its metric and rows are in
-# the caller's code, not in a project folder.
-_FROM_PYTHON = {
-    "rescore": 'skynet.rescore("{run}", metric=score, data=rows, store="{store}")',
-    "eval": 'skynet.evaluate(result.best, metric=score, data=rows, store="{store}")',
-    "run": 'skynet.resume("{run}", seed, metric=score, train=..., val=..., store="{store}")',
-}
 _RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{4}")
 
 
@@ -285,7 +280,9 @@ def _say_why_no_project(args: argparse.Namespace, folder: Path, command: str) ->
     made_in = (row.notes or {}).get("made_in") if row is not None else None
     if row is None or not made_in:
         return
-    call = _FROM_PYTHON[command].format(run=row.id, store=path.parent)
+    from skynet.runs.store import FROM_PYTHON
+
+    call = FROM_PYTHON[command].format(run=row.id, store=path.parent)
     raise ConfigError(
         f"{folder}: no skynet.toml here: run {row.id} was made by {made_in}, whose metric and "
         f"rows are in your Python code; from Python: {call}"
@@ -889,8 +886,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _resumable(exc: SkynetError) -> None:
-    """After the error that ended a recorded run: how to finish it (unless it said so)."""
-    if exc.run_id and "--resume" not in str(exc):
+    """After the error that ended a recorded run: how to finish it (an abort says so itself)."""
+    if exc.run_id and not isinstance(exc, RunAborted):
         print(
             f"  run {exc.run_id} is kept as recorded: once that is fixed, "
             f"`skynet run --resume {exc.run_id}` goes on from it (nothing recorded is sent again)",

@@ -81,10 +81,17 @@ class DspyMetric:
         return score, {"feedback": feedback}
 
     def for_predictor(
-        self, gold: Any, pred: Any, trace: Any, pred_name: str, pred_trace: Any
+        self,
+        input: Mapping[str, Any],
+        expected: Mapping[str, Any] | None,
+        pred: Any,
+        trace: Any,
+        pred_name: str,
+        pred_trace: Any,
     ) -> tuple[float, str]:
-        """(score, feedback) for one predictor, as dspy.GEPA asks its metric: with the
-        predictor's name and its part of the trace."""
+        """(score, feedback) for one predictor, as dspy.GEPA asks its metric: on the item (as
+        every call sees it), with the predictor's name and its part of the trace."""
+        gold = self.example(input, expected)
         return self._scored(self._call(gold, pred, trace, pred_name, pred_trace))
 
     def example(self, input: Mapping[str, Any], expected: Mapping[str, Any] | None) -> Any:

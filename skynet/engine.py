@@ -117,9 +117,9 @@ class EngineContext:
             error) is cut to this many characters per example, with a note
             (skynet.side_info.cut_side_info).
         predictor_feedback: a DSPy metric's own (score, feedback) for one predictor of the
-            program, called as dspy.GEPA calls it: (example, prediction, trace, pred_name,
-            pred_trace) (skynet.dspy_metric.DspyMetric.for_predictor); None when the metric is
-            not a DSPy metric.
+            program, called with the item's input and expected, the prediction, the trace, the
+            predictor's name and its trace (skynet.dspy_metric.DspyMetric.for_predictor, which
+            calls the metric as dspy.GEPA does); None when the metric is not a DSPy metric.
 
     `evaluate`, `score_output` and `reflect` raise BudgetExhausted when a model call they need
     was refused by the money budget: no result exists for it. From then on `should_stop` is
@@ -148,7 +148,12 @@ class EngineContext:
     record_failure: Callable[[Candidate, Item, BaseException, Any], Result] | None = None
     record_lineage: Callable[[Candidate, Sequence[Candidate]], None] = lambda c, parents: None
     max_side_info_chars: int = DEFAULT_MAX_SIDE_INFO_CHARS
-    predictor_feedback: Callable[[Any, Any, Any, str, Any], tuple[float, str]] | None = None
+    predictor_feedback: (
+        Callable[
+            [Mapping[str, Any], Mapping[str, Any] | None, Any, Any, str, Any], tuple[float, str]
+        ]
+        | None
+    ) = None
 
     @property
     def concurrency(self) -> int:

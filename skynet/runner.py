@@ -781,15 +781,8 @@ class _EvalProgress(Progress):
     def line(self) -> str:
         mean = mean_of_results(self.results).value
         shown = "—" if mean is None else f"{mean:.3f}"
-        cost = " ".join(
-            f"{role} {self.models.ledgers[role].totals().cost_text}" for role in ("task", "metric")
-        )
-        money = self.models.budget
-        if money.max_cost_usd is not None:
-            cost += f" (${money.spent_usd:.4f} of ${money.max_cost_usd:g})"
-        extra = f" · {self.replayed} replayed" if self.replayed else ""
-        errors = f" · {self.errors} errors" if self.errors else ""
-        return f"evaluated {self.calls}/{self.budget} · mean {shown} · cost {cost}{extra}{errors}"
+        tail = self.cost_and_counts(("task", "metric"))
+        return f"evaluated {self.calls}/{self.budget} · mean {shown} · {tail}"
 
 
 def _no_task(candidate: Candidate, input: dict[str, Any]) -> Any:

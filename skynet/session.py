@@ -36,7 +36,7 @@ from skynet.mean import choose_best, mean_of
 from skynet.models import Models
 from skynet.runs import EVALUATION, RunStore
 from skynet.runs.lock import Writer
-from skynet.runs.store import stored_output
+from skynet.runs.store import FROM_PYTHON, stored_output
 from skynet.storage import folder_error
 from skynet.terminal import printable
 from skynet.tracking import MlflowTracker
@@ -143,16 +143,17 @@ class Progress:
     def line(self) -> str:
         budget = f"/{self.budget}" if self.budget else ""
         best = "—" if self.best_val is None else f"{self.best_val:.3f}"
-        cost = " ".join(
-            f"{role} {self.models.ledgers[role].totals().cost_text}"
-            for role in ("task", "reflection", "metric")
-        )
+        return f"metric calls {self.calls}{budget} · best val {best} · {self.cost_and_counts()}"
+
+    def cost_and_counts(self, roles: Sequence[str] = ("task", "reflection", "metric")) -> str:
+        """The line's tail: the cost of `roles`, the money budget's spend, replays and errors."""
+        cost = " ".join(f"{role} {self.models.ledgers[role].totals().cost_text}" for role in roles)
         money = self.models.budget
         if money.max_cost_usd is not None:
             cost += f" (${money.spent_usd:.4f} of ${money.max_cost_usd:g})"
         extra = f" · {self.replayed} replayed" if self.replayed else ""
         errors = f" · {self.errors} errors" if self.errors else ""
-        return f"metric calls {self.calls}{budget} · best val {best} · cost {cost}{extra}{errors}"
+        return f"cost {cost}{extra}{errors}"
 
     def tick(self, force: bool = False) -> None:
         now = _monotonic()
@@ -561,10 +562,7 @@ class RunSession:
         """How this run is resumed, in the form it was made in: a run made from Python (whose
         metric and rows are the caller's objects) by skynet.resume, with its store."""
         if self.project.made_in:
-            return (
-                f'skynet.resume("{self.run_id}", seed, metric=score, train=..., val=..., '
-                f'store="{self.project.store_dir}")'
-            )
+            return FROM_PYTHON["run"].format(run=self.run_id, store=self.project.store_dir)
         return f"skynet run --resume {self.run_id}"
 
     def _show(self) -> str:

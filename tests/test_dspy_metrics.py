@@ -10,6 +10,7 @@ import textwrap
 import dspy
 import pytest
 from artifacts.test_dspy_runs import CAPITAL, make_dspy_project, responder
+from test_python_api import _tables
 
 import skynet
 from skynet.cli import main
@@ -85,13 +86,7 @@ def test_the_aime_metric_runs_from_python(tmp_path, scripted_server, monkeypatch
         metric=_defs(AIME)["metric_with_feedback"],
         train=examples[0::2],
         val=examples[1::2],
-        models={
-            "task": "openai/skynet-test",
-            "reflection": "openai/skynet-test",
-            "endpoints": {"openai/skynet-test": {"api_base": scripted_server.url}},
-        },
-        engine={"name": "gepa"},
-        budget={"max_metric_calls": 30},
+        **_tables(scripted_server.url, budget=30),
     )
     assert result.baseline_score == 0.0 and result.best_score == 1.0
 

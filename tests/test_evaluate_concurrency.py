@@ -56,7 +56,11 @@ class InFlight:
                 self._now -= 1
 
 
-def _evaluate(server, store, **kwargs):
+def _models(server, **more) -> dict:
+    return {"task": MODEL, "endpoints": {MODEL: {"api_base": server.url, "timeout_s": 10}}, **more}
+
+
+def _evaluate(server, store, *, models=None, **kwargs):
     return skynet.evaluate(
         BETTER,
         metric=score,
@@ -64,7 +68,7 @@ def _evaluate(server, store, **kwargs):
         inputs=["country"],
         outputs=["capital"],
         user="Country: {country}",
-        models={"task": MODEL, "endpoints": {MODEL: {"api_base": server.url, "timeout_s": 10}}},
+        models=models or _models(server),
         store=store,
         **kwargs,
     )
@@ -175,22 +179,15 @@ def test_a_budget_stop_keeps_every_finished_row(tmp_path, scripted_server):
     """Each call reserves its most ($0.109 here) first: at most 5 calls fit in $0.2, fewer when
     two are in flight at once. The rows scored are recorded, and the run says why it stopped."""
     scripted_server.responder = InFlight(0.05)
-    models = {
-        "task": MODEL,
-        "endpoints": {MODEL: {"api_base": scripted_server.url, "timeout_s": 10}},
-        "prices": {MODEL: {"input_per_mtok": 1000.0, "output_per_mtok": 1000.0}},
-    }
-    ev = skynet.evaluate(
-        BETTER,
-        metric=score,
-        data=ROWS,
-        inputs=["country"],
-        outputs=["capital"],
-        user="Country: {country}",
+    models = _models(
+        scripted_server, prices={MODEL: {"input_per_mtok": 1000.0, "output_per_mtok": 1000.0}}
+    )
+    ev = _evaluate(
+        scripted_server,
+        tmp_path / "s",
         models=models,
         artifact={"max_tokens": 16},
         budget={"max_cost_usd": 0.2},
-        store=tmp_path / "s",
         concurrency=2,
         out=io.StringIO(),
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from projects import BETTER, COUNTRIES, make_project, task_responder
+from test_python_api import _tables
 
 import skynet
 from skynet.cli import main
@@ -63,12 +64,6 @@ def test_a_reference_free_call_from_python(tmp_path, scripted_server):
         inputs=["country"],
         user="Country: {country}",
         store=tmp_path / "s",
-        models={
-            "task": "openai/skynet-test",
-            "reflection": "openai/skynet-test",
-            "endpoints": {"openai/skynet-test": {"api_base": scripted_server.url}},
-        },
-        engine={"name": "gepa"},
-        budget={"max_metric_calls": 30},
+        **_tables(scripted_server.url, budget=30),
     )
     assert (result.baseline_score, result.best_score, result.best) == (0.0, 1.0, BETTER)

@@ -12,6 +12,7 @@ import textwrap
 import pytest
 from projects import make_project, task_responder
 from test_bad_inputs import one_error_line
+from test_python_api import _tables
 
 import skynet
 from skynet.cli import main
@@ -148,12 +149,7 @@ def test_to_html_refuses_the_store_and_a_file_it_did_not_write(tmp_path, scripte
         outputs=["capital"],
         user="Country: {country}",
         store=store,
-        models={
-            "task": "openai/skynet-test",
-            "reflection": "openai/skynet-test",
-            "endpoints": {"openai/skynet-test": {"api_base": scripted_server.url}},
-        },
-        budget={"max_metric_calls": 12},
+        **_tables(scripted_server.url, budget=12),
     )
     runs_db = store / "runs.db"
     before = runs_db.read_bytes()

@@ -407,6 +407,15 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
+# What a run made from Python is rescored, evaluated or resumed with: its metric and rows are in
+# the caller's code, not in a project folder (the CLI's advice and the run's own say it alike).
+FROM_PYTHON = {
+    "rescore": 'skynet.rescore("{run}", metric=score, data=rows, store="{store}")',
+    "eval": 'skynet.evaluate(result.best, metric=score, data=rows, store="{store}")',
+    "run": 'skynet.resume("{run}", seed, metric=score, train=..., val=..., store="{store}")',
+}
+
+
 def _bounded(value: str | None) -> str | None:
     """A feedback, error or traceback text as runs.db keeps it: at most CALL_TEXT_BYTES, the
     rest said by its size and sha256 (what a candidate raises is its own to make huge)."""

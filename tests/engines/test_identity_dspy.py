@@ -166,12 +166,15 @@ class _Runs(BaseCallback):
             self.runs.append((texts, inputs["kwargs"]["country"]))
 
 
-def _raw_dspy_gepa(url: str, program_path: Path):
-    """Raw dspy.GEPA with its defaults: the same program, data and metric as the project."""
+def _raw_dspy_gepa(url: str, program_path: Path, dspy_metric=None):
+    """Raw dspy.GEPA with its defaults: the same program, data and metric as the project (the
+    project's metric as DSPy's, or `dspy_metric` where the project's is one already)."""
     calls: list[tuple[str, str | None]] = []
 
     def metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
         calls.append((gold.country, pred_name))
+        if dspy_metric is not None:
+            return dspy_metric(gold, pred, trace, pred_name, pred_trace)
         score, feedback = _feedback(gold.capital, pred.capital)
         return dspy.Prediction(score=score, feedback=feedback)
 
@@ -352,29 +355,7 @@ def test_a_dspy_metric_gives_each_predictor_its_own_feedback_as_raw(tmp_path, no
     namespace: dict = {}
     exec(DSPY_METRIC, namespace)
     with ScriptedServer(responder=responder(True)) as raw_server:
-        dspy_gepa = dspy.GEPA(
-            metric=namespace["score"],
-            max_metric_calls=BUDGET,
-            reflection_lm=dspy.LM(MODEL, api_base=raw_server.url, api_key="k", cache=False),
-            num_threads=THREADS,
-            seed=0,
-            track_stats=True,
-        )
-        examples = {
-            split: [
-                dspy.Example(country=r["country"], capital=r["capital"]).with_inputs("country")
-                for r in ROWS
-                if r["split"] == split
-            ]
-            for split in ("train", "val")
-        }
-        task = dspy.LM(MODEL, api_base=raw_server.url, api_key="k", cache=False, max_tokens=256)
-        with dspy.context(lm=task):
-            dspy_gepa.compile(
-                _load_program(project / "program.py"),
-                trainset=examples["train"],
-                valset=examples["val"],
-            )
+        _raw_dspy_gepa(raw_server.url, project / "program.py", namespace["score"])
         raw_prompts = _reflections(raw_server)
     assert raw_prompts and skynet_prompts == raw_prompts
     shown = "\n".join(raw_prompts)
