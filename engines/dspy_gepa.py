@@ -14,7 +14,9 @@ recorded); its stop callback then ends the run, which takes its best from the re
 
 dspy.GEPA runs with its own defaults (merge on, skip_perfect_score on, its own reflection prompt)
 unless [engine.options] names dspy.GEPA's own constructor arguments (engines.options). Skynet sets
-only what it owns: the budget, the reflection model, threads, the seed, and the stop callback.
+only what it owns: the budget, the reflection model (with [models] reflection_temperature and
+reflection_max_tokens), threads, the seed, and the stop callback. From Python, [engine.options]
+takes dspy.GEPA's callables (instruction_proposer, component_selector) as they are.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from engines.verdicts import Verdicts
 from skynet.data import Item
 from skynet.engine import Candidate, EngineContext, EngineOutcome, EngineSettings
 from skynet.errors import BudgetExhausted, ConfigError, ModelError
+from skynet.python_objects import python_object_text, recordable
 from skynet.side_info import cut_text
 
 __all__ = ["DspyGepaEngine"]
@@ -110,6 +113,38 @@ def _component(name: str) -> str:
     return name.removeprefix(f"{_INNER}.")
 
 
+def _inner(component: str) -> str:
+    """The artifact's component name as the wrapper's predictor name (_component's inverse)."""
+    return _INNER if component == "self" else f"{_INNER}.{component}"
+
+
+def _by_component(table: Any) -> dict[str, Any]:
+    return {_component(k): v for k, v in dict(table).items()}
+
+
+class _OwnNames:
+    """A user's instruction_proposer or component_selector, shown the program's own predictor
+    names, as under raw dspy.GEPA, not those of the wrapper that meters the program."""
+
+    def __init__(self, own: Any, selector: bool) -> None:
+        self.own = own
+        self.selector = selector
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.selector:  # (state, trajectories, subsample_scores, candidate_idx, candidate)
+            args = (*args[:4], _by_component(args[4])) if len(args) > 4 else args
+            if "candidate" in kwargs:
+                kwargs["candidate"] = _by_component(kwargs["candidate"])
+            return [_inner(name) for name in self.own(*args, **kwargs)]
+        # dspy calls a proposer by keyword: candidate, reflective_dataset, components_to_update.
+        texts = self.own(
+            candidate=_by_component(kwargs["candidate"]),
+            reflective_dataset=_by_component(kwargs["reflective_dataset"]),
+            components_to_update=[_component(n) for n in kwargs["components_to_update"]],
+        )
+        return {_inner(name): text for name, text in dict(texts).items()}
+
+
 class DspyGepaEngine:
     """dspy.GEPA, with the run's Evaluation as its metric."""
 
@@ -125,12 +160,30 @@ class DspyGepaEngine:
                 "the gepa engine; dspy.GEPA proposes with DSPy's own instruction prompt "
                 "(drop the key, or use engine 'gepa' on a prompt)"
             )
+        if settings.reflection_shows is not None:
+            raise ConfigError(
+                f"[engine] reflection_shows = {list(settings.reflection_shows)} applies to the "
+                "gepa engine; dspy.GEPA shows each predictor's inputs, outputs and feedback "
+                "(drop the key, or use engine 'gepa' on a prompt)"
+            )
+        if settings.reflection_lm is not None:
+            raise ConfigError(
+                "[models] reflection is a callable (gepa's reflection_lm form), which dspy.GEPA "
+                "does not take: it reflects through a dspy LM; give a model name, or write the "
+                'proposals yourself with engine={"options": {"instruction_proposer": fn}}'
+            )
         options = dspy_gepa_options(settings.options)
         said = ["reflection prompt: dspy.GEPA's own"]
+        proposer = options.get("instruction_proposer")
+        if proposer is not None:
+            said.append(
+                f"proposals: written by your instruction_proposer {python_object_text(proposer)}"
+                ": their model calls are not measured"
+            )
         if settings.options:
             said.append(
                 "dspy.GEPA options: "
-                + ", ".join(f"{k} = {v!r}" for k, v in settings.options.items())
+                + ", ".join(f"{k} = {recordable(v)!r}" for k, v in settings.options.items())
             )
         merge = options.get("use_merge", True)
         said.append(
@@ -142,12 +195,13 @@ class DspyGepaEngine:
         import dspy
 
         from skynet.measure import metering
-        from skynet.models.dspy_lm import SkynetLM
+        from skynet.models.dspy_lm import SkynetLM, take_over, watch
 
         program_artifact = ctx.program
         if program_artifact is None or ctx.models is None or ctx.score_output is None:
             raise TypeError("the dspy-gepa engine needs a DSPy program artifact")
         score_output = ctx.score_output
+        models = ctx.models
         record_failure = ctx.record_failure or (lambda *args: None)
         limit = ctx.max_side_info_chars
         inputs = list(ctx.val[0].input) if ctx.val else list(ctx.train[0].input)
@@ -162,7 +216,10 @@ class DspyGepaEngine:
             def forward(self, **kwargs: Any) -> Any:
                 item = items.get(str(kwargs.pop(_ID_FIELD, "")))
                 candidate = program_artifact.candidate_of(self, _component)
-                with metering(None) as meter:
+                # The program's own LMs (set_lm, an LM attribute) on Skynet's path as task
+                # calls, on dspy.GEPA's copy; an LM that cannot be is seen as unmeasured.
+                take_over(self.inner, models, "task")
+                with metering(None) as meter, watch(models, "task"):
                     try:
                         prediction = self.inner(**program_artifact.arguments(kwargs))
                     except BudgetExhausted:
@@ -232,6 +289,9 @@ class DspyGepaEngine:
             temperature=program_artifact.temperature,
         )
         options = dspy_gepa_options(ctx.settings.options)
+        for name, selector in (("instruction_proposer", False), ("component_selector", True)):
+            if callable(options.get(name)):  # a name ("all") goes to dspy.GEPA as it is
+                options[name] = _OwnNames(options[name], selector)
         gepa_kwargs = dict(options.pop("gepa_kwargs", {}))
         if ctx.frontier is not None:  # Auto's choice; gepa_kwargs.frontier_type wins
             gepa_kwargs.setdefault("frontier_type", ctx.frontier)
@@ -240,6 +300,7 @@ class DspyGepaEngine:
         perfect = PerfectOnVal(ctx, options.get("perfect_score"))
         # The embedded small models ramble to any limit; a real one gets its own, as in DSPy.
         small = ctx.settings.reflection_model.startswith("local/")
+        reflection_max_tokens = ctx.settings.reflection_max_tokens or (512 if small else None)
         optimizer = dspy.GEPA(
             metric=metric,
             max_metric_calls=ctx.max_metric_calls,
@@ -247,7 +308,12 @@ class DspyGepaEngine:
             # Typed as dspy.LM; any BaseLM serves at run time.
             reflection_lm=cast(
                 Any,
-                SkynetLM(ctx.models, role="reflection", max_tokens=512 if small else None),
+                SkynetLM(
+                    ctx.models,
+                    role="reflection",
+                    max_tokens=reflection_max_tokens,
+                    temperature=ctx.settings.reflection_temperature or 0.0,
+                ),
             ),
             num_threads=ctx.concurrency,
             seed=ctx.seed,

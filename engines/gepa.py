@@ -27,13 +27,23 @@ overrides the choice ("gepa", "small" or a template file). [engine.options] sets
 fields (engines.options); otherwise gepa's defaults hold. With a sampling strategy that proposes
 several candidates per iteration, their reflection calls go out in parallel (batch_complete).
 
+[engine] reflection_shows keeps only the named parts of each example (inputs, output, feedback,
+expected; all four unless set); named scores stay, as gepa's frontier reads them. From Python,
+[models] reflection may be a callable (prompt -> reply, as gepa's reflection_lm), called once per
+prompt and recorded as unmeasured calls, and [engine.options] may hold gepa's callables
+(custom_candidate_proposer, module_selector), handed to gepa as they are; each proposal a custom
+proposer writes is recorded.
+
 GEPA's own log lines go to ctx.engine_log (the run folder's engine.log), not to the terminal.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +56,7 @@ from engines.verdicts import Verdicts
 from skynet.data import Item
 from skynet.engine import Candidate, EngineContext, EngineOutcome, EngineSettings
 from skynet.errors import BudgetExhausted, ConfigError, ModelError
+from skynet.python_objects import python_object_text, recordable
 from skynet.side_info import cut_side_info, quoted
 
 __all__ = [
@@ -219,12 +230,24 @@ def _extract(reply: str) -> str:
 
 
 class _Reflector:
-    """GEPA's LanguageModel: prompt in, reply out, with failed proposals recorded and redrawn."""
+    """GEPA's LanguageModel: prompt in, reply out, with failed proposals recorded and redrawn.
 
-    def __init__(self, ctx: EngineContext, template: str, max_tokens: int | None) -> None:
+    With [models] reflection a callable (given from Python), each prompt goes to it as gepa
+    would send it, once (no redraw): its calls are outside Skynet's models, recorded as
+    unmeasured reflection calls (time seen from here; tokens and cost unknown, never $0).
+    """
+
+    def __init__(
+        self,
+        ctx: EngineContext,
+        template: str,
+        max_tokens: int | None,
+        own: Callable[[Any], str] | None = None,
+    ) -> None:
         self.ctx = ctx
         self.current = _current_pattern(template)
         self.max_tokens = max_tokens
+        self.own = own
         self.total_cost = 0.0  # GEPA reads this; skynet keeps the real ledger
         self.failures_in_a_row = 0
         self.fatal: ModelError | None = None
@@ -253,9 +276,13 @@ class _Reflector:
         )
         found = self.current.match(text)
         current = found.group("current").strip() if found else ""
-        for draw in range(_DRAWS):
+        for draw in range(_DRAWS if self.own is None else 1):
             try:
-                reply = self.ctx.reflect(text, draw, self.max_tokens)
+                reply = (
+                    self.ctx.reflect(text, draw, self.max_tokens)
+                    if self.own is None
+                    else _called(self.ctx, self.own, prompt)
+                )
             except BudgetExhausted as exc:
                 self.ctx.record_proposal(status="failed", detail=f"draw {draw}: {exc}")
                 return f"```\n{current}\n```"  # the run stops at GEPA's next check
@@ -282,6 +309,84 @@ class _Reflector:
                 return f"```\n{proposal}\n```"
         self.ctx.log(f"reflection gave no usable proposal in {_DRAWS} draws; keeping the parent")
         return f"```\n{current}\n```"
+
+
+def _called(ctx: EngineContext, own: Callable[[Any], str], prompt: Any) -> str:
+    """The user's reflection callable's reply to `prompt`, its call recorded as unmeasured."""
+    from skynet.models.ledger import CallRecord
+
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+    began = time.monotonic()
+    error: BaseException | None = None
+    reply: Any = ""
+    try:
+        reply = own(prompt)
+    except BaseException as exc:  # recorded, then raised as raw gepa would
+        error = exc
+        raise
+    finally:
+        if ctx.models is not None:
+            ctx.models.absorb(
+                CallRecord(
+                    role="reflection",
+                    model=python_object_text(own),
+                    elapsed_ms=(time.monotonic() - began) * 1000,
+                    ok=error is None,
+                    error="" if error is None else f"{type(error).__name__}: {error}",
+                    prompt=json.dumps(messages, ensure_ascii=False, default=str),
+                    reply=json.dumps(str(reply), ensure_ascii=False),
+                    measured=False,
+                )
+            )
+    return str(reply)
+
+
+class _RecordedProposer:
+    """gepa's custom_candidate_proposer, called as gepa calls it, with each proposal recorded
+    (its model calls, if any, are the user's own: not measured)."""
+
+    def __init__(self, ctx: EngineContext, proposer: Callable[..., dict[str, str]]) -> None:
+        self.ctx = ctx
+        self.proposer = proposer
+
+    def __call__(
+        self,
+        candidate: dict[str, str],
+        reflective_dataset: Any,
+        components_to_update: list[str],
+    ) -> dict[str, str]:
+        texts = self.proposer(candidate, reflective_dataset, components_to_update)
+        for name, text in dict(texts).items():
+            said = f"custom_candidate_proposer: {name}"
+            if not str(text).strip():
+                self.ctx.record_proposal(status="empty", detail=said, text=str(text))
+            elif str(text).strip() == candidate.get(name, "").strip():
+                self.ctx.record_proposal(status="unchanged", detail=said, text=str(text))
+            else:
+                self.ctx.record_proposal(status="proposed", detail=said, text=str(text))
+        return texts
+
+
+# What each [engine] reflection_shows entry lets into an example's side info. Named scores stay
+# whatever it says: gepa's frontier reads them there.
+_SHOWS = {
+    "inputs": ("Input",),
+    "expected": ("Expected",),
+    "output": ("Output", "Error"),
+    "feedback": ("Feedback",),
+}
+
+
+def _shown(side: dict[str, Any], shows: tuple[str, ...] | None) -> dict[str, Any]:
+    """The side info with only what [engine] reflection_shows lets in (None: everything); the
+    metric's other keys go with "feedback"."""
+    if shows is None:
+        return side
+    hidden = {key for entry, keys in _SHOWS.items() if entry not in shows for key in keys}
+    known = {key for keys in _SHOWS.values() for key in keys} | {"scores"}
+    if "feedback" not in shows:
+        hidden |= {key for key in side if key not in known}
+    return {k: v for k, v in side.items() if k not in hidden}
 
 
 class _BudgetStopper:
@@ -331,6 +436,35 @@ class _Log:
         self.ctx.engine_log(message)
 
 
+def _unmeasured_choices(settings: EngineSettings, reflection: dict[str, Any]) -> list[str]:
+    """What the user's own callables do, said when the run starts.
+
+    Raises:
+        ConfigError: the reflection model's kwargs come with a reflection callable, which
+            Skynet cannot pass them to.
+    """
+    given = settings.reflection_temperature is not None or settings.reflection_max_tokens
+    if settings.reflection_lm is not None and given:
+        raise ConfigError(
+            "[models] reflection_temperature / reflection_max_tokens apply to a reflection "
+            "model Skynet calls; your reflection callable is called with the prompt alone: set "
+            "them inside it, or drop them"
+        )
+    said = []
+    if settings.reflection_lm is not None:
+        said.append(
+            f"reflection model: your callable {python_object_text(settings.reflection_lm)}: "
+            "its calls are outside Skynet's models, not measured"
+        )
+    proposer = reflection.get("custom_candidate_proposer")
+    if proposer is not None:
+        said.append(
+            f"proposals: written by your custom_candidate_proposer {python_object_text(proposer)}"
+            ": their model calls are not measured"
+        )
+    return said
+
+
 class GepaEngine:
     """`gepa.optimize_anything` over skynet's Evaluation."""
 
@@ -346,16 +480,19 @@ class GepaEngine:
         said = [template.reason]
         if settings.options:
             said.append(
-                "gepa options: " + ", ".join(f"{k} = {v!r}" for k, v in settings.options.items())
+                "gepa options: "
+                + ", ".join(f"{k} = {recordable(v)!r}" for k, v in settings.options.items())
             )
         if options.merge is not None:
             said.append("merge on ([engine.options])")
+        said += _unmeasured_choices(settings, options.reflection)
         return tuple(said)
 
     def _template(self, settings: EngineSettings) -> TemplateChoice:
+        own = settings.reflection_lm
         return choose_template(
             settings.reflection_template,
-            settings.reflection_model,
+            settings.reflection_model if own is None else python_object_text(own),
             kind=settings.artifact_kind,
             objective=settings.objective,
             background=settings.background,
@@ -372,8 +509,13 @@ class GepaEngine:
         )
 
         limit = ctx.max_side_info_chars
+        shows = ctx.settings.reflection_shows
 
         def evaluator(candidate: Candidate, example: Item) -> tuple[float, dict[str, Any]]:
+            score, side = _evaluated(candidate, example)
+            return score, _shown(side, shows)
+
+        def _evaluated(candidate: Candidate, example: Item) -> tuple[float, dict[str, Any]]:
             side: dict[str, Any] = {"Input": example.input, "Expected": example.expected}
             try:
                 result = ctx.evaluate(dict(candidate), example)
@@ -410,14 +552,20 @@ class GepaEngine:
             engine_options.setdefault("frontier_type", ctx.frontier)
         gepa_objective = settings.objective if template.name == "gepa" else ""
         gepa_background = settings.background if template.name == "gepa" else ""
+        max_tokens = settings.reflection_max_tokens or template.max_tokens
         reflector = _Reflector(
             ctx,
             template.text or _gepa_template(gepa_objective, gepa_background),
-            template.max_tokens,
+            max_tokens,
+            settings.reflection_lm,
         )
         engine_options = fit_options(engine_options, ctx)
         per_iteration = _tasks_per_iteration(engine_options.get("sampling_strategy"))
         reflection_options: dict[str, Any] = {"reflection_lm": reflector, **options.reflection}
+        if reflection_options.get("custom_candidate_proposer") is not None:
+            reflection_options["custom_candidate_proposer"] = _RecordedProposer(
+                ctx, reflection_options["custom_candidate_proposer"]
+            )
         perfect = PerfectOnVal(ctx, options.reflection.get("perfect_score"))
         if template.text is not None:
             reflection_options["reflection_prompt_template"] = template.text

@@ -5,8 +5,11 @@ GEPAConfig's sections (EngineConfig, ReflectionConfig, MergeConfig, RefinerConfi
 own `merge` and `refiner` switches); for dspy-gepa, dspy.GEPA's constructor arguments, with
 `gepa_kwargs` checked against `gepa.optimize`'s. A value is checked against the field's type:
 its literals, or bool / int / float / str / a table. Strategy objects take a short string form
-(STRATEGY_FORMS). Fields Skynet sets from its own keys (OWNED) are refused with the key to use,
-and fields that only take a Python object are refused as such. gepa's refiner is refused: it
+(STRATEGY_FORMS). Fields Skynet sets from its own keys (OWNED) are refused with the key to use.
+A field whose type takes a Python object (a callable such as gepa's ProposalFn or
+ReflectionComponentSelector, a strategy object) takes one given from Python as it is, passed to
+the library as raw gepa / dspy.GEPA would get it; from skynet.toml, a field that only takes an
+object is refused with the Python form to use. gepa's refiner is refused: it
 scores a candidate by the best of its per-item rewrites, so a recorded score would not be the
 candidate's own.
 
@@ -25,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from skynet.errors import ConfigError
+from skynet.python_objects import is_python_object_text
 
 __all__ = [
     "GepaOptions",
@@ -36,6 +40,7 @@ __all__ = [
 ]
 
 _WHERE = "[engine.options]"
+_ENGINE_NAMES = {"dspy.GEPA": "dspy-gepa", "gepa.optimize": "dspy-gepa"}
 
 # Set by Skynet from its own keys, so one setting cannot say two things.
 OWNED: dict[str, str] = {
@@ -44,7 +49,7 @@ OWNED: dict[str, str] = {
     "max_full_evals": "[budget] max_metric_calls",
     "auto": '[budget] max_metric_calls (or [engine] name = "auto" with [engine] auto)',
     "reflection_lm": "[models] reflection",
-    "reflection_lm_kwargs": '[models] reflection and [models.endpoints."NAME"]',
+    "reflection_lm_kwargs": "[models] reflection_temperature and reflection_max_tokens",
     "reflection_prompt_template": "[engine] reflection_template",
     "reflection_minibatch_size": "[engine] reflection_minibatch_size",
     "parallel": "[engine] concurrency",
@@ -186,17 +191,49 @@ def _describe(accepts: _Accepts) -> str:
     said = [", ".join(f'"{v}"' for v in accepts.literals)] if accepts.literals else []
     said += [names[k] for k in accepts.kinds if k in names and not (k is str and said)]
     said += ["a table" for k in accepts.kinds if k is dict]
+    if said and accepts.objects:
+        said.append("(from Python) a Python object")
     return " or ".join(s for s in said if s) or "a Python object"
 
 
+def _from_python(value: Any) -> bool:
+    """Whether `value` is a Python object (a callable, a strategy object): given from Python,
+    since no skynet.toml value is one."""
+    return not isinstance(value, str | bool | int | float | dict | list | type(None))
+
+
+def _python_form(option: str) -> str:
+    """The [engine.options] table holding `option` as Python writes it, e.g.
+    {"gepa_kwargs": {"custom_candidate_proposer": your_object}}."""
+    form = "your_object"
+    for part in reversed(option.split(".")):
+        form = f'{{"{part}": {form}}}'
+    return form
+
+
 def _check_one(option: str, value: Any, accepts: _Accepts, engine: str) -> Any:
-    """The value gepa / dspy.GEPA should get for one option, or a ConfigError."""
-    if option.rpartition(".")[2] in STRATEGY_FORMS:
-        return parse_strategy(option.rpartition(".")[2], value)
+    """The value gepa / dspy.GEPA should get for one option, or a ConfigError.
+
+    A Python object (given from Python) goes to the library as it is, where its type takes
+    one (gepa's ProposalFn, ReflectionComponentSelector, a strategy object...).
+    """
+    name = option.rpartition(".")[2]
+    if is_python_object_text(value):
+        raise ConfigError(
+            f"{_WHERE} {option}: the run recorded a Python object here ({value}), which a file "
+            f"cannot hold; give it again from Python: skynet.optimize(..., resume=RUN, "
+            f'engine={{"options": {_python_form(option)}}})'
+        )
+    if _from_python(value) and (accepts.objects or name in STRATEGY_FORMS):
+        return value
+    if name in STRATEGY_FORMS:
+        return parse_strategy(name, value)
     if not accepts.literals and set(accepts.kinds) <= {type(None)}:
         raise ConfigError(
-            f"{_WHERE} {option} takes a Python object in {engine}; it cannot be set from "
-            "skynet.toml"
+            f"{_WHERE} {option} takes a Python object in {engine} (e.g. a callable), which "
+            f"skynet.toml cannot hold; give it from Python: skynet.optimize(..., "
+            f'engine={{"name": "{_ENGINE_NAMES.get(engine, engine)}", "options": '
+            f"{_python_form(option)}}})"
         )
     if not _fits(value, accepts):
         raise ConfigError(
@@ -406,7 +443,7 @@ def _row(option: str, default: str, accepts: _Accepts) -> str:
         takes = (
             _describe(accepts) if (accepts.literals or set(accepts.kinds) - {type(None)}) else ""
         )
-        takes = takes or "a Python object (not settable from skynet.toml)"
+        takes = takes or 'a Python object, from Python only (`engine={"options": {...}}`)'
     return f"| `{option}` | {default} | {takes.replace('|', 'or')} |"
 
 

@@ -38,6 +38,7 @@ from skynet.errors import ConfigError, ContractError
 if TYPE_CHECKING:
     from skynet.gain import Gain
     from skynet.runner import RescoreOutcome
+    from skynet.runs.detail import DetailedResults
 
 __all__ = ["Code", "EvalResult", "RunResult", "evaluate", "optimize", "rescore", "resume"]
 
@@ -129,6 +130,18 @@ class RunResult:
             }
             for c in summary.candidates
         ]
+
+    @property
+    def detailed_results(self) -> DetailedResults:
+        """dspy.GEPA's `detailed_results` (`track_stats=True`) from the run store: the pool's
+        candidate ids, parents, val_aggregate_scores, val_subscores ({item id: score} per
+        candidate), per_val_instance_best_candidates (the Pareto sets),
+        highest_score_achieved_per_val_task, best_outputs_valset, discovery_eval_counts,
+        best_candidate (an id) and best_idx; a candidate is named by its id where gepa gives
+        its index (skynet.runs.detail says which field maps to which)."""
+        from skynet.runs.detail import detailed_results
+
+        return detailed_results(self._summary())
 
     def report(self) -> str:
         """The text report `skynet show RUN` prints."""
@@ -289,7 +302,8 @@ def optimize(
             name ("exact", "xlam-tool-call"); or a [metric] table ({"name": ..., "options":
             {...}, "time_s": ...}).
         train, val, test: rows: a list of dicts, a list of dspy.Example, a pandas DataFrame, or
-            a .jsonl/.csv/.json path. Without `val`, `data=` is split by `split=` fractions.
+            a .jsonl/.csv/.json path. Without `val`, the train rows serve as val too (as
+            gepa's and dspy.GEPA's valset=None: the val figure is then a train figure).
         data, split: all rows, split by seeded fractions ({"train": .5, "val": .3, "test": .2,
             "seed": 0}, the default), as [data] split in skynet.toml.
         inputs, outputs: the input and expected columns. Inferred when left out: inputs from the
@@ -343,6 +357,8 @@ def optimize(
         },
         store_dir=store_dir,
     )
+    if _train_as_val({"train": train, "val": val, "data": data}):
+        print(TRAIN_AS_VAL, file=out or sys.stderr, flush=True)
     outcome = runner.run(project, resume=resume, out=_progress_stream(out))
 
     def summary() -> Any:
@@ -478,8 +494,8 @@ def rescore(
         run_id: a run recorded in `store`.
         metric: the new metric (a function, a DSPy metric, or a scorer's name, as `optimize`).
         data: the rows the run was made on (train, val and test together, in any form
-            `optimize` takes); items are matched by id, and outputs of items not given are
-            counted as gone.
+            `optimize` takes; a run made with no val= scores its val copies from the train
+            rows); items are matched by id, and outputs of items not given are counted as gone.
         store: the folder holding the run's runs.db.
 
     Returns:
@@ -490,7 +506,7 @@ def rescore(
     """
     from skynet import runner
     from skynet.config import config_from_tables
-    from skynet.data import dataset_from_rows, rows_from
+    from skynet.data import dataset_from_rows, rows_from, val_copy
     from skynet.runs import RunStore
     from skynet.runs.lock import one_writer
 
@@ -500,6 +516,7 @@ def rescore(
         raise ConfigError(f"{store_dir}: no runs recorded here; give store= the run's folder")
     with RunStore(path) as runs:
         recorded = runs.get_run(run_id).config.get("data") or {}
+        val_ids = {i for i, row in runs.items(run_id).items() if row.split == "val"}
     inputs, outputs = list(recorded.get("inputs") or []), list(recorded.get("outputs") or [])
     id_column = recorded.get("id_column")
     raw: dict[str, Any] = {"data": {"inputs": inputs, "outputs": outputs, "id_column": id_column}}
@@ -515,8 +532,12 @@ def rescore(
         required=(),
     )
     the_metric = _metric(metric, config, outputs)  # its signature checked, as `skynet rescore` does
+    # A run made with no val= has val copies of its train rows (skynet.data.val_copies).
+    given = {item.id for item in dataset.test}
+    copies = [val_copy(item) for item in dataset.test]
+    items = [*dataset.test, *(c for c in copies if c.id in val_ids and c.id not in given)]
     with one_writer(store_dir, command="rescore", run_id=run_id), RunStore(path) as runs:
-        return runner.rescore_run(runs, run_id, the_metric, dataset.test)
+        return runner.rescore_run(runs, run_id, the_metric, items)
 
 
 _RESCORE = "skynet.rescore()"
@@ -553,11 +574,6 @@ def _project(
             )
         if "data" not in given and "train" not in given:
             raise ConfigError(f"{_CALL}: no rows; give train= and val= (or data= to split)")
-        if "train" in given and "val" not in given:
-            raise ConfigError(
-                f"{_CALL}: train= without val=; give val= rows to select candidates on (a few "
-                "dozen, apart from train), or data= to split one list by fractions"
-            )
     # evaluate(data=...) fills the test split: its rows are named data[i], as the call names them.
     argument = {"test": "data"} if evaluate_only else {}
     rows = {name: rows_from(value, argument.get(name, name)) for name, value in given.items()}
@@ -570,7 +586,15 @@ def _project(
             + ": a list of dicts, a list of dspy.Example, a pandas DataFrame or a data file's path"
         )
     kind = _seed_kind(seed)
+    if inputs is None and user is None and kind in ("text", "components"):
+        user = _gepa_default_user(rows)
     inputs_list = list(inputs) if inputs is not None else _infer_inputs(seed, kind, user, given)
+    if not inputs_list and outputs is None and _reference_free(metric):
+        # Nothing is expected, so nothing can leak: every column is the candidate's input (a
+        # single task's description, as optimize_anything's).
+        first_row = next((r for group in rows.values() for r in group), None)
+        skip = {id_column or "id", "split"}
+        inputs_list = [c for c in (first_row.values if first_row else {}) if c not in skip]
     if not inputs_list:
         raise ConfigError(
             f"{call}: inputs= is needed: say which columns the artifact reads, e.g. "
@@ -596,7 +620,7 @@ def _project(
                 f"{call}: {name}= is a {type(value).__name__}; give a dict of skynet.toml's "
                 f"[{name}] keys"
             )
-        raw[name] = copy.deepcopy(dict(value))
+        raw[name] = _copied(value)
     raw["artifact"] = {**raw.get("artifact", {}), "kind": _KIND_OF_SEED[kind]}
     raw.setdefault("models", {}).setdefault("cache", str(store_dir / "cache.db"))
     metric_table = _metric_table(metric)
@@ -618,6 +642,7 @@ def _project(
         id_column=id_column,
         fractions=split_config or (SplitConfig() if "data" in rows else None),
         required=() if evaluate_only else ("train", "val"),
+        train_as_val=not evaluate_only and _train_as_val(given),
     )
     the_metric = _metric(metric, config, outputs_list)
     artifact = _artifact(seed, kind, config, inputs_list, user, store_dir)
@@ -632,6 +657,18 @@ def _project(
     )
     return project, kind
 
+
+def _train_as_val(splits: Mapping[str, Any]) -> bool:
+    """Whether the call gives train= with no val= (nor data=): the train rows then serve as val
+    too, as gepa.optimize and dspy.GEPA.compile take valset=None (skynet.data.val_copies)."""
+    given = {name for name, value in splits.items() if value is not None}
+    return "train" in given and not given & {"val", "data"}
+
+
+TRAIN_AS_VAL = (
+    "note: no val= given: the train rows serve as val too (as gepa and dspy.GEPA do with "
+    "valset=None), each as 'val:' + its id; the val figure is then a train figure, not held out"
+)
 
 _KIND_OF_SEED = {"text": "prompt", "components": "prompt", "prompt_file": "prompt"}
 _KIND_OF_SEED |= {"dspy": "dspy", "code": "code"}
@@ -727,6 +764,49 @@ def _seed_kind(seed: Any) -> str:
         f"{_CALL}: the seed is a {type(seed).__name__}; give the instructions (a str), a dict "
         "of components, a prompt.md path, a dspy.Module or a skynet.Code"
     )
+
+
+def _copied(table: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of a call's table, its Python objects (a callable: a selector, a proposer, a
+    reflection model) kept as given, so the user's own instance is the one called."""
+    memo: dict[int, Any] = {}
+
+    def keep(value: Any) -> None:
+        if callable(value):
+            memo[id(value)] = value
+        elif isinstance(value, Mapping):
+            for inner in value.values():
+                keep(inner)
+        elif isinstance(value, list | tuple):
+            for inner in value:
+                keep(inner)
+
+    keep(table)
+    return copy.deepcopy(dict(table), memo)
+
+
+def _reference_free(metric: Any) -> bool:
+    """Whether `metric` is a function called as score(input, output): it expects nothing."""
+    from skynet.contract import _arity
+    from skynet.dspy_metric import is_dspy_metric
+
+    if not callable(metric) or isinstance(metric, str | Mapping) or is_dspy_metric(metric):
+        return False
+    try:
+        return _arity(metric, "metric") == 2
+    except ContractError:
+        return False
+
+
+def _gepa_default_user(rows: Mapping[str, Sequence[Any]]) -> str | None:
+    """ "{input}" for rows in the shape of gepa's default adapter (`input`, `answer`, maybe
+    `additional_context`): as gepa.optimize does, the row's input is the user message as it is."""
+    first = next((r for group in rows.values() for r in group), None)
+    values = getattr(first, "values", None)
+    gepa_shape = {"input", "answer", "additional_context", "id", "split"}
+    if isinstance(values, Mapping) and {"input", "answer"} <= set(values) <= gepa_shape:
+        return "{input}"
+    return None
 
 
 def _infer_inputs(seed: Any, kind: str, user: str | None, given: Mapping[str, Any]) -> list[str]:

@@ -26,6 +26,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     PrivateAttr,
     Strict,
     StrictBool,
@@ -39,6 +40,7 @@ from pydantic.fields import FieldInfo
 
 from skynet.data import DEFAULT_SPLIT
 from skynet.errors import ConfigError
+from skynet.python_objects import is_python_object_text, recordable
 from skynet.side_info import DEFAULT_MAX_SIDE_INFO_CHARS
 
 if sys.version_info >= (3, 11):
@@ -69,6 +71,7 @@ __all__ = [
     "SplitConfig",
     "TrackingConfig",
     "flat_keys",
+    "FromPython",
     "load_config",
 ]
 
@@ -98,6 +101,10 @@ def _not_bool(value: Any) -> Any:
 # is a slip in the file, and lax parsing hides which key holds it). An integer is still a Float.
 Int = Annotated[int, BeforeValidator(_not_bool), Strict()]
 Float = Annotated[float, BeforeValidator(_not_bool), Strict(), Field(allow_inf_nan=False)]
+
+
+# A value that may be a Python object given from Python: recorded as python_object_text.
+FromPython = Annotated[Any, PlainSerializer(recordable, when_used="json")]
 
 
 class Section(BaseModel):
@@ -437,10 +444,17 @@ class EngineConfig(Section):
         description='"gepa" (gepa\'s own template), "small" (the short one for tiny models) or '
         "the path of a template file; empty: chosen by the reflection model",
     )
-    options: dict[str, Any] = Field(
+    reflection_shows: list[Literal["inputs", "output", "feedback", "expected"]] | None = Field(
+        default=None,
+        min_length=1,
+        description='a list of "inputs", "output", "feedback" and "expected" (what each '
+        "example in a reflection prompt shows; gepa engine; empty: all four)",
+    )
+    options: dict[str, FromPython] = Field(
         default_factory=dict,
         description="a table of the engine's own options, by the engine's own names "
-        "(gepa: GEPAConfig section fields; dspy-gepa: dspy.GEPA arguments)",
+        "(gepa: GEPAConfig section fields; dspy-gepa: dspy.GEPA arguments; from Python, "
+        "an option that takes an object also takes yours, e.g. a callable)",
     )
 
     @field_validator("name")
@@ -543,10 +557,23 @@ class ModelsSection(Section):
         min_length=1,
         description='a litellm model name, e.g. "openai/gpt-4o"',
     )
-    reflection: str = Field(
+    reflection: FromPython = Field(
         default="local/smollm2",
-        min_length=1,
-        description='a litellm model name, e.g. "openai/gpt-4o"',
+        description='a litellm model name, e.g. "openai/gpt-4o" (from Python, also a callable '
+        "prompt -> reply, as gepa's reflection_lm takes)",
+    )
+    reflection_temperature: Float | None = Field(
+        default=None,
+        ge=0,
+        le=2,
+        description="a number in [0, 2] (the reflection calls' temperature; empty: 0, and 0.8 "
+        "for a redraw)",
+    )
+    reflection_max_tokens: Int | None = Field(
+        default=None,
+        ge=1,
+        description="an integer >= 1 (the reflection reply's cap; empty: 512 for the short "
+        "template, else the model's own)",
     )
     metric: str = Field(
         default="", description='a litellm model name, or "" to judge with the reflection model'
@@ -563,6 +590,20 @@ class ModelsSection(Section):
         default_factory=dict,
         description='tables like [models.endpoints."NAME"] with api_base, api_key_env, ...',
     )
+
+    @field_validator("reflection")
+    @classmethod
+    def _model_or_callable(cls, value: Any) -> Any:
+        if is_python_object_text(value):
+            raise ValueError(
+                "the run recorded a Python callable here, which a file cannot hold; give it "
+                'again from Python: skynet.optimize(..., resume=RUN, models={"reflection": fn})'
+            )
+        if isinstance(value, str) and value:
+            return value
+        if callable(value) and not isinstance(value, str):
+            return value  # from Python: gepa's reflection_lm, a callable prompt -> reply
+        raise ValueError("not a model name")
 
 
 class TrackingConfig(Section):
@@ -669,7 +710,9 @@ class Config(Section):
                 cache = self.project_dir / cache
         return ModelsConfig(
             task=section.task,
-            reflection=section.reflection,
+            # A callable reflection model is called by the engine itself (EngineSettings.
+            # reflection_lm): no model serves the role, so a call for it is refused by name.
+            reflection=section.reflection if isinstance(section.reflection, str) else "",
             metric=section.metric,
             settings=settings,
             cache_path=cache,

@@ -434,8 +434,11 @@ class Metric:
     def _call_limited(self, args: tuple[Any, ...], item_id: str | None, printed: Printed) -> Any:
         item = f" on item '{item_id}'" if item_id is not None else ""
 
+        from skynet.models.foreign import watching
+
         def call() -> Any:
-            with capturing(printed):
+            # A DSPy judge's own LM is seen, recorded as the metric's unmeasured calls.
+            with capturing(printed), watching("metric"):
                 value = self.fn(*args)
                 # An `async def score` (inspect_ai's scorers are) is awaited here, to its end.
                 return _awaited(value) if inspect.iscoroutine(value) else value
@@ -798,6 +801,7 @@ class CheckReport:
     subject: str = "metric"  # "metric", or the scorer tested: "scorer 'xlam-tool-call'"
     mode: str = "full"  # [metric] self_test: "full", "contract" or "off"
     unkeyed: tuple[str, ...] = ()  # items with no expected answer: their return value only
+    metric_calls: int = 0  # how many times the self-test called the metric
 
     @property
     def ok(self) -> bool:
@@ -883,6 +887,7 @@ def check_metric(
     skipped: list[str] = []
     keys: dict[str, Any] = {}
     undeclared: set[tuple[str, Any]] = set()
+    calls = 0
     # An item with no expected answer and no key() (a reference-free metric, a single task):
     # its return value is checked on the empty output; it has no answer key to compare with.
     unkeyed = [
@@ -898,6 +903,8 @@ def check_metric(
             failures.append(CheckFailure(rules.raised_as or exc.check, item.id, str(exc)))
 
     def run(item: Item, output: Any, check: str) -> MetricResult | None:
+        nonlocal calls
+        calls += 1
         try:
             result = metric(item.input, output, item.expected, item_id=item.id)
         except ContractError as exc:
@@ -991,4 +998,5 @@ def check_metric(
         subject=rules.subject,
         mode=mode,
         unkeyed=tuple(i.id for i in unkeyed),
+        metric_calls=calls,
     )

@@ -25,7 +25,15 @@ from skynet.textfile import read_text
 if TYPE_CHECKING:
     from skynet.config import Config, SplitConfig
 
-__all__ = ["SPLITS", "Dataset", "Item", "dataset_from_rows", "load_dataset", "rows_from"]
+__all__ = [
+    "SPLITS",
+    "Dataset",
+    "Item",
+    "dataset_from_rows",
+    "load_dataset",
+    "rows_from",
+    "val_copies",
+]
 
 SPLITS = ("train", "val", "test")
 
@@ -593,6 +601,50 @@ def _require_nonempty(
         )
 
 
+# -- no val given: the train items serve as val (gepa's and dspy.GEPA's valset=None) -------------
+
+VAL_COPY = "val:"  # a val copy's id: this, then the train item's id
+
+
+def val_copies(train: Iterable[Item]) -> list[Item]:
+    """The val split when none is given, as gepa.optimize and dspy.GEPA.compile take
+    valset=None: each train item again, under the id "val:" + its id (an item id names one
+    split in the run records).
+
+    Raises:
+        DatasetError: a train item already holds the id a copy would take.
+    """
+    items = list(train)
+    ids = {item.id for item in items}
+    copies = [val_copy(item) for item in items]
+    for copy in copies:
+        if copy.id in ids:
+            raise DatasetError(
+                f"train=: item id '{copy.id}' is also the id the val copy of item "
+                f"'{copy.id[len(VAL_COPY) :]}' takes (with no val= the train rows serve as val, "
+                f"each under '{VAL_COPY}' + its id); rename that row's id, or give val= rows"
+            )
+    return copies
+
+
+def val_copy(item: Item) -> Item:
+    """`item` as a val item when no val is given: the same input and expected, under "val:" +
+    its id."""
+    return Item(VAL_COPY + item.id, item.input, item.expected)
+
+
+def are_val_copies(train: Mapping[str, Any], val: Mapping[str, Any]) -> bool:
+    """Whether the val items are `val_copies` of the train items: each train id under
+    "val:", with the same value (what the caller compares: an item's input and expected)."""
+    if not val or len(val) != len(train):
+        return False
+    for item_id, value in val.items():
+        source = item_id[len(VAL_COPY) :]
+        if not item_id.startswith(VAL_COPY) or source not in train or train[source] != value:
+            return False
+    return True
+
+
 # -- rows given in Python (skynet.optimize / skynet.evaluate) -------------------------------------
 
 
@@ -660,10 +712,12 @@ def dataset_from_rows(
     id_column: str | None = None,
     fractions: Fractions | SplitConfig | None = None,
     required: tuple[str, ...] = ("train", "val"),
+    train_as_val: bool = False,
 ) -> Dataset:
     """The Dataset of rows given in Python: `splits` holds "train", "val" (and "test") row lists,
     or one "data" list split by `fractions` (seeded, as data.split in skynet.toml). The
-    `required` splits may not come out empty (an evaluation needs neither train nor val).
+    `required` splits may not come out empty (an evaluation needs neither train nor val). With
+    `train_as_val`, the val split is the train items again (see `val_copies`).
 
     Raises:
         DatasetError: a row lacks a column, or two rows share an id (both named).
@@ -686,6 +740,8 @@ def dataset_from_rows(
         for _, item in items:
             split = _split_by_fraction(item.id, chosen.seed, chosen.train, chosen.val, chosen.test)
             out[split].append(item)
+    if train_as_val:
+        out["val"] = val_copies(out["train"])
     for split in required:
         if not out[split]:
             given = "data=" if "data" in splits else f"{split}="

@@ -59,12 +59,23 @@ class EngineSettings:
             the nearest known ones).
         reflection_template: [engine] reflection_template: "gepa", "small", a template file's
             path, or "" for the engine's choice by reflection model.
-        reflection_model: the reflection model's name (the template choice depends on it).
+        reflection_model: the reflection model's name (the template choice depends on it);
+            "" when reflection_lm is set.
+        reflection_lm: [models] reflection given from Python as a callable (prompt -> reply,
+            gepa's reflection_lm): the engine calls it itself, outside Skynet's models.
+        reflection_temperature, reflection_max_tokens: [models] reflection_temperature and
+            reflection_max_tokens (None: the engine's defaults).
+        reflection_shows: [engine] reflection_shows: what each example in a reflection prompt
+            shows ("inputs", "output", "feedback", "expected"); None: the engine's own.
     """
 
     options: Mapping[str, Any] = field(default_factory=dict)
     reflection_template: str = ""
     reflection_model: str = ""
+    reflection_lm: Callable[[Any], str] | None = None
+    reflection_temperature: float | None = None
+    reflection_max_tokens: int | None = None
+    reflection_shows: tuple[str, ...] | None = None
     artifact_kind: str = "prompt"
     objective: str = ""
     background: str = ""

@@ -20,6 +20,7 @@ from skynet.data import Item
 from skynet.errors import BudgetExhausted, CandidateFailed, ContractError, MetricError, ModelError
 from skynet.measure import Observation, metering, scoring
 from skynet.models import budget
+from skynet.warm_start import warming
 
 __all__ = [
     "Result",
@@ -30,6 +31,7 @@ __all__ = [
     "CONTRACT_ERROR",
     "aggregate",
     "current_draw",
+    "WarmItem",
 ]
 
 TASK_ERROR = "task"  # the artifact (or its model) failed on the item
@@ -47,6 +49,15 @@ def current_draw() -> int:
     key, so each repetition gets a reply of its own instead of the first one served again.
     """
     return _DRAW.get()
+
+
+@dataclass(frozen=True, slots=True)
+class WarmItem(Item):
+    """An item on its way to an evaluation with its warm start (skynet.warm_start): `best` is
+    best_so_far() while the candidate runs. Pickled with the item, it reaches any executor's
+    worker. The metric is still called with the item's input, expected and id only."""
+
+    best: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,10 +185,12 @@ class Evaluation:
         self.repeat = repeat
 
     def __call__(self, candidate: Any, item: Item) -> Result:
-        """Run the candidate on the item `repeat` times (draws 0 … repeat-1), score each run."""
-        if self.repeat == 1:
-            return self._once(candidate, item, 0)
-        return aggregate(item.id, [self._once(candidate, item, d) for d in range(self.repeat)])
+        """Run the candidate on the item `repeat` times (draws 0 … repeat-1), score each run.
+        A WarmItem's warm start is skynet.warm_start.best_so_far() while the candidate runs."""
+        with warming(item.best if isinstance(item, WarmItem) else ()):
+            if self.repeat == 1:
+                return self._once(candidate, item, 0)
+            return aggregate(item.id, [self._once(candidate, item, d) for d in range(self.repeat)])
 
     def rescore(self, item: Item, recorded: Result) -> Result:
         """Score a recorded result's outputs again (every repetition), calling no task."""

@@ -58,6 +58,7 @@ BUILTIN: dict[str, dict[str, str]] = {
         "auto": "engines.auto:plan",
     },
     "scorer": {
+        "contains": "skynet.scorers.contains:Contains",
         "exact": "skynet.scorers.exact:Exact",
         "reference": "skynet.scorers.reference:ReferenceScorer",
         "xlam-tool-call": "skynet.scorers.xlam:XlamToolCall",

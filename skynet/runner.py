@@ -40,6 +40,7 @@ from skynet.session import (
     Progress,
     RunOutcome,
     RunSession,
+    SelfTested,
     candidate_id,
     note_setup,
     unsandboxed_warning,
@@ -237,6 +238,12 @@ def _engine_settings(project: Project, options: dict[str, Any]) -> EngineSetting
         options=options,
         reflection_template=template,
         reflection_model=project.config.models_config().model_for("reflection"),
+        reflection_lm=None if isinstance(cfg.models.reflection, str) else cfg.models.reflection,
+        reflection_temperature=cfg.models.reflection_temperature,
+        reflection_max_tokens=cfg.models.reflection_max_tokens,
+        reflection_shows=(
+            None if cfg.engine.reflection_shows is None else tuple(cfg.engine.reflection_shows)
+        ),
         artifact_kind=cfg.artifact.kind,
         objective=cfg.engine.objective,
         background=cfg.engine.background,
@@ -357,7 +364,7 @@ def engine_plan(project: Project) -> str:
     return _resolve_engine(project).why
 
 
-def _start(project: Project) -> tuple[Models, _EnginePlan, Engine, int]:
+def _start(project: Project) -> tuple[Models, _EnginePlan, Engine, int, SelfTested]:
     """What a run and a dry run both do before spending: the model session, the metric's
     self-test, the engine plan, and the smallest budget that lets the engine propose once.
 
@@ -376,8 +383,12 @@ def _start(project: Project) -> tuple[Models, _EnginePlan, Engine, int]:
     )
     models.check_budget_prices()  # before the self-test: a judge metric calls models
     models.check_names()
+    check_models = getattr(project.artifact, "check_models", None)
+    if check_models is not None:
+        check_models(models)  # a DSPy program's own LMs, taken over as task calls
     plan = _resolve_engine(project)  # the engine's options are checked before any model call
-    report = self_test(project)
+    with models.overheard() as calls:  # metered now, recorded once the run exists
+        report = self_test(project)
     if not report.ok:
         raise ContractError(report.summary(), check=report.failures[0].check)
     engine = get_engine(plan.name)
@@ -386,7 +397,7 @@ def _start(project: Project) -> tuple[Models, _EnginePlan, Engine, int]:
         val=len(project.dataset.val),
         minibatch_size=project.config.engine.reflection_minibatch_size,
     )
-    return models, plan, engine, needed
+    return models, plan, engine, needed, SelfTested(report=report, calls=tuple(calls))
 
 
 def run(
@@ -442,7 +453,7 @@ def _run(
         ConfigError: the budget is too small to propose once, or the run to resume is unknown.
         RunAborted: too many items errored.
     """
-    models, plan, engine, needed = _start(project)
+    models, plan, engine, needed, tested = _start(project)
     budget = plan.max_metric_calls
     if budget is not None and budget < needed:
         train, val = project.dataset.train, project.dataset.val
@@ -454,7 +465,14 @@ def _run(
             f"--max-metric-calls {needed} or more"
         )
     session = RunSession(
-        project, models=models, plan=plan, resume=resume, writer=writer, out=out, running=running
+        project,
+        models=models,
+        plan=plan,
+        resume=resume,
+        writer=writer,
+        out=out,
+        running=running,
+        self_tested=tested,
     )
     return session.drive(engine)
 
@@ -910,7 +928,7 @@ def dry_run(project: Project, *, sample: int = 3) -> DryRunEstimate:
         ContractError: the metric failed its self-test.
     """
     cfg = project.config
-    models, plan, _, needed = _start(project)
+    models, plan, _, needed, _ = _start(project)
     engine_name, why = plan.name, plan.why
     train, val = project.dataset.train, project.dataset.val
     minibatch = min(cfg.engine.reflection_minibatch_size, len(train))

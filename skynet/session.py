@@ -26,7 +26,7 @@ from pathlib import Path
 from time import monotonic as _monotonic
 from typing import IO, TYPE_CHECKING, Any
 
-from skynet.contract import TIMED_OUT_KEY
+from skynet.contract import TIMED_OUT_KEY, CheckReport
 from skynet.data import SPLITS, Item
 from skynet.engine import Candidate, Engine, EngineContext, EngineOutcome
 from skynet.errors import BudgetExhausted, ConfigError, RunAborted, StorageError
@@ -34,12 +34,14 @@ from skynet.evaluation import CANDIDATE_ERROR, METRIC_ERROR, Evaluation, Result
 from skynet.executors import open_executor
 from skynet.mean import choose_best, mean_of
 from skynet.models import Models
+from skynet.models.ledger import CallRecord
 from skynet.runs import EVALUATION, RunStore
 from skynet.runs.lock import Writer
 from skynet.runs.store import FROM_PYTHON, stored_output
 from skynet.storage import folder_error
 from skynet.terminal import printable
 from skynet.tracking import MlflowTracker
+from skynet.warm_start import BestSoFar
 
 if TYPE_CHECKING:
     from skynet.runner import Project, _EnginePlan
@@ -228,6 +230,22 @@ def timed_out_below(result: Result, time_s: float | None) -> bool:
     return isinstance(limit, int | float) and (time_s is None or time_s > limit)
 
 
+def _reflection_temperature(given: float | None, draw: int) -> float:
+    """[models] reflection_temperature (default 0) for the first draw; a redraw (after an empty
+    or unchanged reply) at 0.8, or the given temperature when that is higher."""
+    first = 0.0 if given is None else given
+    return first if draw == 0 else max(first, 0.8)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SelfTested:
+    """The metric's self-test before a run, and the model calls it made (a judge's): they are
+    metered against the run's budget at once and recorded in the run once it exists."""
+
+    report: CheckReport
+    calls: tuple[CallRecord, ...] = ()
+
+
 class RunSession:
     """One run of `engine` on `project`, from its first record to its best candidate.
 
@@ -245,8 +263,10 @@ class RunSession:
         writer: Writer,
         out: IO[str] | None = None,
         running: list[str] | None = None,
+        self_tested: SelfTested | None = None,
     ) -> None:
         self.project, self.models, self.plan = project, models, plan
+        self.self_tested = self_tested
         self.cfg = cfg = project.config
         self.stream: IO[str] = out if out is not None else sys.stderr
         self.budget = plan.max_metric_calls
@@ -311,6 +331,7 @@ class RunSession:
         store.add_candidate(run_id, self.seed_id, self.seed)
         store.set_seed_candidate(run_id, self.seed_id)
         models.subscribe(lambda record: store.record_call(run_id, record))
+        self._record_self_test()
 
         # Per candidate, per val item: (score, error kind, ok), not the Result (outputs are big).
         self.val_outcomes: dict[str, dict[str, tuple[float | None, str | None, bool]]] = {}
@@ -332,6 +353,12 @@ class RunSession:
             if resume
             else set()
         )
+        # A code candidate's warm start (skynet.warm_start): per item, the best evaluations
+        # recorded so far (a resumed engine's replay notes them again, in the order it first
+        # made them). None when the artifact takes none.
+        self.best_so_far: BestSoFar | None = None
+        if getattr(project.artifact, "warm_start", False):
+            self.best_so_far = BestSoFar([*self.train, *self.val, *self.selection])
         # A resumed engine replays its proposals (from the call cache): those are recorded once.
         # Its verdicts on them are made afresh on the replayed (and now repaired) evaluations,
         # so the last attempt's verdicts give way to them (RunStore.forget_verdicts).
@@ -380,6 +407,26 @@ class RunSession:
         )
 
     # -- opening ---------------------------------------------------------------------------
+
+    def _record_self_test(self) -> None:
+        """The self-test's model calls, metered when made, recorded now the run exists; the
+        note says what the self-test did (the report's line). A resume adds its own."""
+        tested = self.self_tested
+        if tested is None:
+            return
+        for call in tested.calls:
+            self.store.record_call(self.run_id, call)
+        costs = [c.cost_usd for c in tested.calls]
+        notes = self.store.get_run(self.run_id).notes.get("self_test") or []
+        notes.append(
+            {
+                "mode": tested.report.mode,
+                "metric_calls": tested.report.metric_calls,
+                "model_calls": len(tested.calls),
+                "cost_usd": None if None in costs else sum(c or 0.0 for c in costs),
+            }
+        )
+        self.store.set_note(self.run_id, "self_test", notes)
 
     def _reopen(self, resume: str, running: list[str] | None) -> str:
         store, project = self.store, self.project
@@ -508,6 +555,8 @@ class RunSession:
             store.record_evaluation(run_id, cid, split, result, self.metric_hash)
             # The engine gets the output as recorded (a huge one cut), as a replay would give it.
             result = replace(result, output=stored_output(result.output))
+        if self.best_so_far is not None and item.id in self.split_of:
+            self.best_so_far.note(item.id, cid, result.score if result.ok else None, result.output)
         known: tuple[float | None, int] | None = None  # a val score just completed, for tracking
         with self._lock:
             progress.calls += 1
@@ -577,6 +626,8 @@ class RunSession:
         return self.check_errors(made)
 
     def _evaluated(self, candidate: Candidate, item: Item) -> Result:
+        if self.best_so_far is not None and item.id in self.split_of:  # a test item: none
+            item = self.best_so_far.warm(item)
         result, calls = self.executor.evaluate(candidate, item)
         for call in calls:  # made on a worker: counted and recorded here, as the driver's own
             self.models.absorb(call)
@@ -612,7 +663,7 @@ class RunSession:
             [{"role": "user", "content": prompt}],
             draw=draw,
             max_tokens=max_tokens,
-            temperature=0.0 if draw == 0 else 0.8,
+            temperature=_reflection_temperature(self.cfg.models.reflection_temperature, draw),
             seed=draw,
         )
         return reply.text

@@ -309,7 +309,8 @@ def _runs(db) -> list[str]:
 
 BAD_CALLS = [
     ("no rows", dict(train=None, val=None), skynet.ConfigError, "no rows; give train= and val="),
-    ("train without val", dict(val=None), skynet.ConfigError, "train= without val="),
+    # train= without val= runs, the train rows serving as val (tests/test_valset_none.py).
+    ("data with train", dict(val=None, data=TRAIN), skynet.ConfigError, "or train= and val=, not both"),
     ("a row not a dict", dict(train=[1, 2]), skynet.DatasetError, "train[0] is a int"),
     ("a missing column", dict(outputs=["capitol"]), skynet.DatasetError, "train[0]: column 'capitol' is missing (named in outputs="),
     ("an unknown placeholder", dict(user="Land: {land}"), skynet.ConfigError, "user= placeholder {land} names no input column"),

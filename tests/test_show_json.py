@@ -42,12 +42,14 @@ def test_the_summary_as_json_reads_back_with_every_figure(store, tmp_path, capsy
 
     assert list(doc) == [
         "schema", "run_id", "status", "engine", "stopped_by", "items", "baseline", "best",
-        "gain", "confirmation", "metric_calls", "cost", "errors", "error_kinds",
+        "gain", "confirmation", "metric_calls", "cost", "errors", "error_kinds", "val_from_train",
+        "detailed",
     ]  # fmt: skip
     assert doc["schema"] == 1
     assert (doc["run_id"], doc["status"], doc["engine"]) == (run_id, "finished", "gepa")
     assert doc["stopped_by"] is None
     assert doc["items"] == {"val": 4, "test": 2}
+    assert doc["val_from_train"] is False  # val given apart (tests/test_valset_none.py: not)
     # c0: val 1, 0, 0, 1; test 0, 1. c2: val 1, 1, 0 and a metric error; test 1, 1.
     assert doc["baseline"] == {"id": "c0", "val": 0.5, "test": 0.5}
     assert doc["best"] == {"id": "c2", "val": pytest.approx(2 / 3), "test": 1.0}
@@ -71,6 +73,7 @@ def test_the_summary_as_json_reads_back_with_every_figure(store, tmp_path, capsy
         "cost_usd": pytest.approx(0.02),  # the cached call is not paid again
         "unpriced_calls": 0,
         "untokened_calls": 0,
+        "unmeasured_calls": 0,
         "input_tokens": 0,
         "output_tokens": 0,
     }
@@ -82,6 +85,7 @@ def test_the_summary_as_json_reads_back_with_every_figure(store, tmp_path, capsy
         "cost_usd": 0.0,  # no call: nothing spent, known
         "unpriced_calls": 0,
         "untokened_calls": 0,
+        "unmeasured_calls": 0,
         "input_tokens": 0,
         "output_tokens": 0,
     }

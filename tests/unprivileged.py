@@ -19,7 +19,14 @@ from typing import Any
 
 UID = 65534
 PYTHON = "/usr/bin/python3"
-_MODULES = ("errors.py", "measure.py", "sandbox.py", "_sandbox_client.py", "artifacts/code.py")
+_MODULES = (
+    "errors.py",
+    "measure.py",
+    "sandbox.py",
+    "_sandbox_client.py",
+    "warm_start.py",
+    "artifacts/code.py",
+)
 
 # Runs as the unprivileged user: the skynet package is stubbed so its __init__ (which needs the
 # installed dependencies) is not run; the modules the sandbox needs load from the copy.

@@ -32,6 +32,7 @@ from skynet.errors import (
 )
 from skynet.measure import active_meter
 from skynet.sandbox import Limits, ModelProxy
+from skynet.warm_start import best_so_far
 
 if TYPE_CHECKING:
     from skynet.artifacts.base import TaskRunner
@@ -68,7 +69,8 @@ COMPONENT = "code"
 _STDERR_SHOWN = 1500  # of the tail Skynet keeps, what the error message quotes
 
 # Runs inside the sandbox: set the limits, load the input, say "ready", wait for "go", then load
-# the candidate from code.py, call run(input) and write {"output": ...} on the output pipe.
+# the candidate from code.py, call run(input) (run(input, opt_state=...) when run names an
+# opt_state parameter) and write {"output": ...} on the output pipe.
 _HARNESS = r"""# skynet sandbox harness
 import json, os, resource, sys, traceback
 fd, limits, box = int(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
@@ -81,7 +83,7 @@ for name, value in limits.items():
         resource.setrlimit(getattr(resource, name), (soft, soft))
 # The standard library a candidate may want, loaded before the clock starts.
 import bisect, collections, dataclasses, datetime, decimal, fractions, functools, heapq
-import itertools, math, operator, random, re, statistics, string, time, typing
+import inspect, itertools, math, operator, random, re, statistics, string, time, typing
 sys.path.insert(0, os.path.join(box, "lib"))
 # Installed packages import from their folders, after the standard library's. [artifact]
 # packages, when set, narrows which top-level names import (and what those import in turn): a
@@ -123,6 +125,7 @@ del sys.argv[1:]
 code_path = os.path.join(box, "code.py")  # absolute: tracebacks quote the candidate's lines
 source = open(code_path, encoding="utf-8").read()
 data = json.loads(open(os.path.join(box, "input.json"), encoding="utf-8").read())
+opt_state = json.loads(open(os.path.join(box, "opt_state.json"), encoding="utf-8").read())
 os.write(fd, b"R")
 if os.read(0, 1) != b"G":
     os._exit(9)
@@ -137,8 +140,19 @@ run = namespace.get("run")
 if not callable(run):
     print("code.py defines no run(input) function", file=sys.stderr, flush=True)
     os._exit(4)
+
+
+def wants_state(fn):
+    # A parameter named opt_state (gepa's name), by name or keyword: not **kwargs.
+    try:
+        named = inspect.signature(fn).parameters.get("opt_state")
+    except (TypeError, ValueError):  # no signature to read: called as run(input)
+        return False
+    return named is not None and named.kind in (named.POSITIONAL_OR_KEYWORD, named.KEYWORD_ONLY)
+
+
 try:
-    result = run(data)
+    result = run(data, opt_state=opt_state) if wants_state(run) else run(data)
 except BaseException:
     traceback.print_exc()
     sys.stderr.flush()
@@ -174,6 +188,9 @@ class CodeArtifact:
     label: ClassVar[str] = "code"
     best_file: ClassVar[str] = "best_code.py"
     uses_task_model: ClassVar[bool] = False  # each run is a sandboxed process; its calls its own
+    # A candidate whose run() names `opt_state` gets the item's best so far (skynet.warm_start.
+    # best_so_far): a run hands each evaluation of this artifact its item's warm start.
+    warm_start: ClassVar[bool] = True
 
     source: str
     path: Path | None = None
@@ -190,6 +207,10 @@ class CodeArtifact:
     def run(self, candidate: dict[str, str], input: dict[str, Any]) -> Any:
         """Run `candidate` on one input in a fresh sandbox; return its output.
 
+        A candidate whose run() names an `opt_state` parameter is called as
+        `run(input, opt_state={"best_example_evals": [{"score", "output"}, ...]})`: the item's
+        best so far in this run (skynet.warm_start.best_so_far), as a JSON copy in the sandbox.
+
         The meter counts the candidate's run only (from "go" to the end of its output), not
         the sandbox's start-up and teardown.
 
@@ -205,6 +226,7 @@ class CodeArtifact:
             {
                 "code.py": candidate[COMPONENT].encode("utf-8", "surrogatepass"),
                 "input.json": json.dumps(input).encode(),
+                "opt_state.json": json.dumps({"best_example_evals": list(best_so_far())}).encode(),
                 "site.json": json.dumps(
                     {"path": sandbox.site_folders(), "packages": self.limits.packages}
                 ).encode(),

@@ -80,13 +80,16 @@ class DspyArtifact:
     def run(self, candidate: dict[str, str], input: dict[str, Any], models: Any) -> Any:
         import dspy
 
-        from skynet.models.dspy_lm import SkynetLM
+        from skynet.models.dspy_lm import SkynetLM, take_over, watch
 
         input = self.arguments(input)
         program = self.with_candidate(candidate)
+        # The program's own LMs (set_lm, an LM attribute) take Skynet's path too, as task calls;
+        # one that cannot (a custom BaseLM) is seen and recorded as unmeasured.
+        take_over(program, models, "task")
         lm = SkynetLM(models, max_tokens=self.max_tokens, temperature=self.temperature)
         try:
-            with dspy.context(lm=lm):
+            with dspy.context(lm=lm), watch(models, "task"):
                 prediction = program(**input)
         except Exception as exc:
             from skynet.errors import ModelError
@@ -98,6 +101,17 @@ class DspyArtifact:
         if isinstance(fields, dict) and len(fields) == 1:
             return next(iter(fields.values()))
         return fields
+
+    def check_models(self, models: Any) -> None:
+        """Before any call: the program's own LMs are reachable through `models` (under a money
+        budget, each has a known price).
+
+        Raises:
+            ConfigError: under a money budget, an LM of the program has no known price.
+        """
+        from skynet.models.dspy_lm import take_over
+
+        take_over(self.with_candidate({}), models, "task")
 
     def save(self, candidate: dict[str, str], path: Path) -> None:
         """DSPy's own format: loads back with dspy alone, `build().load(path)`."""

@@ -310,6 +310,7 @@ class Models:
         self._governor_of = governor
         self.ledgers = {role: Ledger(role) for role in ROLES}
         self._governors: dict[str, Governor] = {}
+        self._adopted: dict[str, ModelSettings] = {}  # a program's own LMs (adopt())
         self._lock = threading.Lock()
         self._listeners: list[Callable[[CallRecord], None]] = []
         self._rng = random.Random(0)
@@ -335,7 +336,26 @@ class Models:
 
     # -- settings -------------------------------------------------------------------------
     def settings(self, model: str) -> ModelSettings:
+        adopted = self._adopted.get(model)
+        if adopted is not None and model not in self.config.settings:
+            return adopted
         return self.config.settings_for(model)
+
+    def adopt(self, model: str, *, api_base: str | None, api_key: str | None) -> None:
+        """Reach `model` as a program's own LM says (its api_base and key) when skynet.toml
+        declares no endpoint for it: its calls then take Skynet's path (cache, governor, ledger,
+        budget) under the role they are made in. A declared endpoint wins.
+
+        Raises:
+            ConfigError: under a money budget, the model has no known price (said before any
+                call: its calls could not be held to the budget).
+        """
+        if model in self.config.settings or model in self._adopted:
+            return
+        with self._lock:
+            self._adopted[model] = ModelSettings(api_base=api_base, api_key=api_key)
+        if self.budget.limited and self.price(model) is None:
+            raise _unpriced("program's own LM", model, self.config.max_cost_usd)
 
     def price(self, model: str) -> Price | None:
         declared = self.settings(model).price
@@ -410,6 +430,17 @@ class Models:
     def subscribe(self, listener: Callable[[CallRecord], None]) -> None:
         """Call `listener` with every CallRecord (the run store records them)."""
         self._listeners.append(listener)
+
+    @contextlib.contextmanager
+    def overheard(self) -> Iterator[list[CallRecord]]:
+        """The CallRecords made while the block runs, in a list (the self-test's calls, made
+        before the run that records them exists)."""
+        heard: list[CallRecord] = []
+        self._listeners.append(heard.append)
+        try:
+            yield heard
+        finally:
+            self._listeners.remove(heard.append)
 
     def absorb(self, record: CallRecord) -> None:
         """A call another process made for this session (a worker's): counted in its role's

@@ -8,15 +8,22 @@ Written against dspy 3.4's BaseLM.forward interface (deprecated there, still sup
 
 from __future__ import annotations
 
+import contextlib
+import json
+import time
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import dspy
+from dspy.utils.callback import BaseCallback
 
 from skynet.evaluation import current_draw as _current_draw
+from skynet.measure import active_meter
 from skynet.models.client import Models
+from skynet.models.ledger import CallRecord
 
-__all__ = ["SkynetLM"]
+__all__ = ["SkynetLM", "take_over", "watch"]
 
 warnings.filterwarnings(
     "ignore", message="Implementing custom LMs through BaseLM.forward", category=DeprecationWarning
@@ -39,9 +46,10 @@ class SkynetLM(dspy.BaseLM):
         *,
         max_tokens: int | None = 512,
         temperature: float = 0.0,
+        model: str | None = None,
     ) -> None:
         super().__init__(
-            model=models.config.model_for(role),
+            model=model or models.config.model_for(role),
             model_type="chat",
             temperature=temperature,
             max_tokens=max_tokens,
@@ -50,6 +58,7 @@ class SkynetLM(dspy.BaseLM):
         )
         self.models = models
         self.role = role
+        self._model = model  # a program's own LM taken over (take_over()); None: the role's
 
     def forward(self, prompt: Any = None, messages: Any = None, **kwargs: Any) -> Any:
         from skynet.models._litellm import litellm
@@ -59,6 +68,7 @@ class SkynetLM(dspy.BaseLM):
         reply = self.models.complete(
             self.role,
             chat,
+            model=self._model,
             max_tokens=params.get("max_tokens"),
             temperature=params.get("temperature"),
             # DSPy's rollout_id when it sets one, else the repetition in progress (repeat = N).
@@ -79,3 +89,105 @@ class SkynetLM(dspy.BaseLM):
                 total_tokens=reply.input_tokens + reply.output_tokens,
             ),
         )
+
+
+def take_over(program: Any, models: Models, role: str = "task") -> None:
+    """Route the LMs a program holds itself (a predictor's `set_lm(...)`, an LM kept as a
+    module's attribute) through Skynet's models, in place: each dspy.LM becomes a SkynetLM for
+    the same model, reached as the LM says (its api_base and key, unless skynet.toml declares
+    the model) with its own temperature and max_tokens, under `role`. Run on a copy of the
+    program (DspyArtifact.with_candidate makes one per call). An LM that is not a dspy.LM (a
+    custom BaseLM) cannot be taken over: watch() sees its calls as unmeasured.
+
+    Raises:
+        ConfigError: under a money budget, such an LM's model has no known price.
+    """
+    taken: dict[int, SkynetLM] = {}
+
+    def routed(lm: dspy.LM) -> SkynetLM:
+        found = taken.get(id(lm))
+        if found is None:
+            found = taken[id(lm)] = _routed(lm, models, role)
+        return found
+
+    for _, module in program.named_sub_modules():  # the program itself first
+        for name, value in list(vars(module).items()):
+            if isinstance(value, dspy.LM) and not isinstance(value, SkynetLM):
+                setattr(module, name, routed(value))
+
+
+def _routed(lm: dspy.LM, models: Models, role: str) -> SkynetLM:
+    """A SkynetLM for `lm`'s model under `role`, reached as `lm` says, with its settings."""
+    kwargs = dict(lm.kwargs)
+    models.adopt(
+        lm.model,
+        api_base=kwargs.get("api_base") or kwargs.get("base_url"),
+        api_key=kwargs.get("api_key"),
+    )
+    return SkynetLM(
+        models,
+        role,
+        model=lm.model,
+        max_tokens=kwargs.get("max_tokens") or kwargs.get("max_completion_tokens"),
+        temperature=kwargs.get("temperature") or 0.0,
+    )
+
+
+class _Unmeasured(BaseCallback):
+    """Sees the calls of LMs that are not Skynet's (a metric's own judge LM, a custom BaseLM)
+    and records each as an unmeasured call of `role`: its time as seen from here, its tokens
+    and cost unknown (never $0)."""
+
+    def __init__(self, models: Models, role: str) -> None:
+        self.models = models
+        self.role = role
+        self._started: dict[str, tuple[str, Any, int]] = {}
+
+    def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+        if isinstance(instance, SkynetLM):
+            return  # measured on Skynet's path
+        model = str(getattr(instance, "model", None) or type(instance).__name__)
+        self._started[call_id] = (model, inputs, time.monotonic_ns())
+
+    def on_lm_end(
+        self, call_id: str, outputs: Any | None, exception: Exception | None = None
+    ) -> None:
+        started = self._started.pop(call_id, None)
+        if started is None:
+            return
+        model, inputs, began = started
+        self.models.absorb(
+            CallRecord(
+                role=self.role,
+                model=model,
+                elapsed_ms=(time.monotonic_ns() - began) / 1e6,
+                ok=exception is None,
+                error="" if exception is None else f"{type(exception).__name__}: {exception}",
+                item_id=getattr(active_meter(), "item_id", None),
+                prompt=_as_json(inputs.get("messages") or inputs.get("prompt")),
+                reply=_as_json(outputs) if exception is None else "",
+                measured=False,
+            )
+        )
+
+
+@contextlib.contextmanager
+def watch(models: Models, role: str) -> Iterator[None]:
+    """While the block runs, the LM in force (dspy.configure(lm=...): a metric's DSPy judge
+    uses it) takes Skynet's path under `role`, and calls of other LMs than Skynet's are
+    recorded as unmeasured calls of `role` (through DSPy's own callbacks, beside any the user
+    set)."""
+    callbacks = list(dspy.settings.get("callbacks") or [])
+    settings: dict[str, Any] = {"callbacks": [*callbacks, _Unmeasured(models, role)]}
+    lm = dspy.settings.get("lm")
+    if isinstance(lm, dspy.LM) and not isinstance(lm, SkynetLM):
+        settings["lm"] = _routed(lm, models, role)
+    with dspy.context(**settings):
+        yield
+
+
+def _as_json(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return json.dumps(str(value))

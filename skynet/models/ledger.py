@@ -59,6 +59,9 @@ class CallRecord:
     item_id: str | None = None
     prompt: str = ""  # the request's messages as JSON ("" for an embedding)
     reply: str = ""  # the reply as JSON ("" for a failed call)
+    # False: a call made outside Skynet's models (a program's or metric's own dspy.LM), seen
+    # but not measured: its tokens and cost are unknown.
+    measured: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,7 +69,8 @@ class LedgerTotals:
     """Sums over a ledger. cost_usd adds the priced calls, failed ones included (a failed call
     that may have been billed is counted at its kept reservation: failed_cost_usd, an upper
     bound); unpriced_calls counts the calls with no known price, untokened_calls those of them
-    whose reply reported no token usage (a price cannot make their cost known)."""
+    whose reply reported no token usage (a price cannot make their cost known), unmeasured_calls
+    those made outside Skynet's models (seen, not measured: CallRecord.measured)."""
 
     calls: int
     failed_calls: int
@@ -78,6 +82,7 @@ class LedgerTotals:
     elapsed_ms: float
     failed_cost_usd: float = 0.0
     untokened_calls: int = 0
+    unmeasured_calls: int = 0
 
     @property
     def cost_text(self) -> str:
@@ -128,6 +133,7 @@ class Ledger:
             elapsed_ms=sum(c.elapsed_ms for c in calls),
             failed_cost_usd=sum(c.cost_usd for c in calls if not c.ok and c.cost_usd is not None),
             untokened_calls=sum(_untokened(c) for c in ok),
+            unmeasured_calls=sum(not c.measured for c in calls),
         )
 
 
@@ -135,6 +141,7 @@ def _untokened(call: CallRecord) -> bool:
     """A sent call whose reply reported no tokens: its cost is unknown, whatever the price."""
     return (
         call.cost_usd is None
+        and call.measured
         and not call.cached
         and call.input_tokens == 0
         and call.output_tokens == 0

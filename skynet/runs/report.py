@@ -28,12 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from skynet.contract import STDOUT_KEY
+from skynet.data import are_val_copies
 from skynet.errors import ConfigError
 from skynet.evaluation import CANDIDATE_ERROR
 from skynet.gain import Gain, paired_gain
 from skynet.mean import Mean, Paired, beside, mean_of, paired, paired_scores
 from skynet.models.ledger import LedgerTotals
 from skynet.packages import ReportSection, ReportView, package_gain
+from skynet.python_objects import is_python_object_text
 from skynet.runs.store import EVALUATION, CandidateRow, EvaluationRow, RunRow, RunStore
 from skynet.terminal import printable, wrap
 from skynet.view.plots import curve_svg, gain_svg
@@ -144,6 +146,11 @@ class RunSummary:
             "done", "off", "no test split" or "stopped"; {} for a run made before it.
         confirmation_calls: the test evaluations recorded in the run (the confirmation's, and
             any `skynet eval --split test` recorded into it): apart from metric_calls.
+        val_from_train: no val was given: the val items are the train items again
+            (skynet.data.val_copies), so the val figures are train figures, not held out.
+        evaluations: the counted evaluations (under metric_hash, every split) in recording
+            order, from which skynet.runs.detail builds the per-item matrix.
+        val_reference: the val reference items (val_items of them).
     """
 
     run: RunRow
@@ -173,6 +180,9 @@ class RunSummary:
     confirmation: dict[str, Any] = field(default_factory=dict)
     confirmation_calls: int = 0
     replayed_calls: int = 0
+    val_from_train: bool = False
+    evaluations: tuple[EvaluationRow, ...] = ()
+    val_reference: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -461,6 +471,9 @@ def summarize(
         gain=gain,
         confirmation=dict(confirmation) if isinstance(confirmation, dict) else {},
         confirmation_calls=len(evals) - len(optimizing),
+        val_from_train=_val_from_train(store.items(run_id)),
+        evaluations=tuple(evals),
+        val_reference=frozenset(val_ref),
     )
 
 
@@ -514,6 +527,8 @@ def summary_json(summary: RunSummary) -> dict[str, Any]:
     is null, never 0: a role's cost_usd is null when none of its calls had a known price
     (unpriced_calls says how many calls its cost leaves out).
     """
+    from skynet.runs.detail import detailed_json, detailed_results  # it imports this module
+
     s = summary
 
     def candidate(c: CandidateSummary | None) -> dict[str, Any] | None:
@@ -527,6 +542,7 @@ def summary_json(summary: RunSummary) -> dict[str, Any]:
             "cost_usd": None if unknown else t.cost_usd,
             "unpriced_calls": t.unpriced_calls,
             "untokened_calls": t.untokened_calls,
+            "unmeasured_calls": t.unmeasured_calls,
             "input_tokens": t.input_tokens,
             "output_tokens": t.output_tokens,
         }
@@ -554,6 +570,8 @@ def summary_json(summary: RunSummary) -> dict[str, Any]:
         "cost": {role: cost(t) for role, t in s.cost.items()},
         "errors": s.errors,
         "error_kinds": dict(s.error_kinds),
+        "val_from_train": s.val_from_train,
+        "detailed": detailed_json(detailed_results(s)),
     }
 
 
@@ -644,6 +662,7 @@ def _total(cost: dict[str, LedgerTotals]) -> LedgerTotals:
         elapsed_ms=sum(t.elapsed_ms for t in values),
         failed_cost_usd=sum(t.failed_cost_usd for t in values),
         untokened_calls=sum(t.untokened_calls for t in values),
+        unmeasured_calls=sum(t.unmeasured_calls for t in values),
     )
 
 
@@ -658,7 +677,7 @@ def _cost_rows(s: RunSummary) -> list[list[str]]:
                 str(t.failed_calls),
                 f"{t.input_tokens:,}",
                 f"{t.output_tokens:,}",
-                _usd(t),
+                _own_cost(s, role, t),
                 _duration(t.elapsed_ms / 1000),
             ]
         )
@@ -709,7 +728,26 @@ def gain_lines(s: RunSummary) -> list[str]:
     there is none (no test split, confirmation off or stopped). Then how the best was chosen."""
     if _evaluation_only(s) or s.seed is None or s.best is None:
         return []
-    return [*_gain_lines(s), _selection_line(s)]
+    return [*_gain_lines(s), *_val_from_train_line(s), _selection_line(s)]
+
+
+def _val_from_train(items: dict[str, Any]) -> bool:
+    """Whether the run's val items are its train items again (skynet.data.val_copies)."""
+
+    def split(name: str) -> dict[str, Any]:
+        return {i.item_id: (i.input, i.expected) for i in items.values() if i.split == name}
+
+    return are_val_copies(split("train"), split(VAL))
+
+
+VAL_FROM_TRAIN = (
+    "  val: none was given, so the train rows served as val (as in gepa and dspy.GEPA with "
+    "valset=None): the val figures are train figures, not held out"
+)
+
+
+def _val_from_train_line(s: RunSummary) -> list[str]:
+    return [VAL_FROM_TRAIN] if s.val_from_train else []
 
 
 def _selection_line(s: RunSummary) -> str:
@@ -835,7 +873,7 @@ def _shown_notes(s: RunSummary) -> list[tuple[str, Any]]:
     # An evaluation-only run's list of what was evaluated is its score table, not a note; the
     # confirmation is said in the gain's lines, the metric calls in the facts.
     skip = {"evaluated", "confirmation"} if _evaluation_only(s) else {"confirmation"}
-    skip.add("metric_calls")
+    skip |= {"metric_calls", "self_test"}
     return [(k, v) for k, v in sorted(s.run.notes.items()) if k not in skip]
 
 
@@ -1045,6 +1083,7 @@ def _facts(s: RunSummary) -> list[str]:
             errors,
             *_printed(s),
             *_untokened(s),
+            *_unmeasured(s),
             *_self_test(s),
         ]
     return [
@@ -1053,21 +1092,111 @@ def _facts(s: RunSummary) -> list[str]:
         f"Proposals: {_counts(s.proposals)}",
         *_printed(s),
         *_untokened(s),
+        *_unmeasured(s),
         *_self_test(s),
     ]
 
 
 def _self_test(s: RunSummary) -> list[str]:
-    """One line when the metric's self-test was not run in full before the run."""
+    """One line when the metric's self-test was not run in full before the run, and one when
+    it called models (a judge): its calls are in the metric role's cost above."""
     mode = (s.run.config.get("metric") or {}).get("self_test", "full")
+    lines = []
     if mode == "contract":
-        return [
+        lines.append(
             'Metric self-test: contract only ([metric] self_test = "contract"): one item\'s '
             "return value was checked; the answer key and the null control were not"
-        ]
+        )
     if mode == "off":
-        return ['Metric self-test: off ([metric] self_test = "off"): nothing was checked']
-    return []
+        lines.append('Metric self-test: off ([metric] self_test = "off"): nothing was checked')
+    tests = s.run.notes.get("self_test") or []
+    model_calls = sum(t.get("model_calls", 0) for t in tests)
+    if model_calls:
+        costs = [t.get("cost_usd") for t in tests]
+        cost = "cost unknown" if None in costs else f"${sum(costs):.4f}"
+        times = f" ({len(tests)} self-tests: the run and its resumes)" if len(tests) > 1 else ""
+        lines.append(
+            f"Metric self-test{times}: {sum(t.get('metric_calls', 0) for t in tests)} metric "
+            f"calls made {model_calls} model calls ({cost}), counted in the metric role's cost "
+            "(and in [budget] max_cost_usd, not in the metric calls)"
+        )
+    return lines
+
+
+def _unmeasured(s: RunSummary) -> list[str]:
+    """One line when calls were made outside Skynet's models: seen, not measured (a line of
+    its own for the user's reflection callable and proposers: _own_callables)."""
+    own = _own_reflection(s) is not None
+    roles = {
+        role: t.unmeasured_calls
+        for role, t in s.cost.items()
+        if t.unmeasured_calls and not (own and role == "reflection")
+    }
+    if not roles:
+        return _own_callables(s)
+    return [
+        *_own_callables(s),
+        f"Not measured: {sum(roles.values())} model call(s) ({_counts(roles)}) went through the "
+        "program's or the metric's own dspy.LM, outside Skynet's models: their tokens and cost "
+        "are unknown (counted as unpriced, never $0); route them through Skynet by leaving the "
+        "LM to Skynet (dspy.configure(lm=...) or a predictor's set_lm(...) are taken over)",
+    ]
+
+
+def _own_reflection(s: RunSummary) -> str | None:
+    """The user's reflection callable as the run recorded it ([models] reflection given from
+    Python), or None."""
+    found = (s.run.config.get("models") or {}).get("reflection")
+    return found if is_python_object_text(found) else None
+
+
+_PROPOSERS = ("custom_candidate_proposer", "instruction_proposer")
+
+
+def _own_proposers(s: RunSummary) -> list[tuple[str, str]]:
+    """(option, recorded callable) for each proposer of the user's in [engine.options]: gepa's
+    custom_candidate_proposer, dspy.GEPA's instruction_proposer (or in its gepa_kwargs)."""
+    options = (s.run.config.get("engine") or {}).get("options") or {}
+    kwargs = options.get("gepa_kwargs")
+    tables = [("", options), ("gepa_kwargs.", kwargs if isinstance(kwargs, dict) else {})]
+    return [
+        (f"{prefix}{name}", table[name])
+        for prefix, table in tables
+        for name in _PROPOSERS
+        if is_python_object_text(table.get(name))
+    ]
+
+
+def _own_callables(s: RunSummary) -> list[str]:
+    """One line each for the user's own reflection callable and proposers: their model calls
+    are made outside Skynet's models, so their cost is not measured (never $0)."""
+    lines = []
+    own = _own_reflection(s)
+    if own is not None:
+        calls = s.cost["reflection"].calls if "reflection" in s.cost else 0
+        lines.append(
+            f"Reflection made by your callable {own} ([models] reflection): not measured: "
+            f"{calls} call(s) to it were seen; the model calls it made, their tokens and cost "
+            "are unknown (never $0)"
+        )
+    for option, recorded in _own_proposers(s):
+        lines.append(
+            f"Proposals written by your callable {recorded} ([engine.options] {option}): their "
+            "model calls are not measured, unless made through Skynet (skynet.llm)"
+        )
+    return lines
+
+
+def _own_cost(s: RunSummary, role: str, t: LedgerTotals) -> str:
+    """A role's USD cell: "not measured" where the user's callables made its calls."""
+    if role == "reflection" and _own_reflection(s) is not None:
+        return "not measured (your callable)"
+    if role in ("reflection", "total") and _own_proposers(s):
+        said = "not measured (your proposer)"
+        return f"{_usd(t)} + {said}" if t.calls else said
+    if role == "total" and _own_reflection(s) is not None:
+        return f"{_usd(t)} + not measured"
+    return _usd(t)
 
 
 def _untokened(s: RunSummary) -> list[str]:

@@ -208,11 +208,18 @@ def m004_wall_seconds(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN wall_seconds REAL")
 
 
+def m005_unmeasured_calls(db: sqlite3.Connection) -> None:
+    """Model calls seen but not measured (a program's or a metric's own dspy.LM, outside
+    Skynet's models): their tokens and cost are unknown, never 0."""
+    db.execute("ALTER TABLE calls ADD COLUMN measured INTEGER NOT NULL DEFAULT 1")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_repetitions,
     m003_items_and_call_text,
     m004_wall_seconds,
+    m005_unmeasured_calls,
 ]
 
 _MIGRATIONS_TABLE = "skynet_migrations"
@@ -1082,8 +1089,9 @@ class RunStore:
                 db.execute(
                     "INSERT INTO calls (run_id, seq, role, model, elapsed_ms, input_tokens, "
                     "output_tokens, cost_usd, cached, attempts, ok, error, item_id, created, "
-                    "prompt, reply) "
-                    "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+                    "prompt, reply, measured) "
+                    "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                    "? "
                     "FROM calls WHERE run_id = ?",
                     (
                         run_id,
@@ -1103,6 +1111,7 @@ class RunStore:
                         # each evaluation's texts together before they get here).
                         _text(kept_text(record.prompt, CALL_TEXT_BYTES)) or "",
                         _text(kept_text(record.reply, CALL_TEXT_BYTES)) or "",
+                        int(record.measured),
                         run_id,
                     ),
                 )
@@ -1111,7 +1120,7 @@ class RunStore:
 
     _CALL_FIGURES = (
         "seq, created, role, model, elapsed_ms, input_tokens, output_tokens, cost_usd, cached, "
-        "attempts, ok, error, item_id"
+        "attempts, ok, error, item_id, measured"
     )
 
     @staticmethod
@@ -1130,6 +1139,7 @@ class RunStore:
             item_id=r["item_id"],
             prompt=r["prompt"] if text else "",
             reply=r["reply"] if text else "",
+            measured=bool(r["measured"]),
         )
 
     def calls(self, run_id: str) -> list[CallRecord]:
@@ -1227,8 +1237,9 @@ class RunStore:
                 SUM(CASE WHEN cached = 0 AND cost_usd IS NOT NULL
                     THEN cost_usd ELSE 0 END) AS cost_usd,
                 SUM(ok = 1 AND cost_usd IS NULL) AS unpriced_calls,
-                SUM(ok = 1 AND cached = 0 AND cost_usd IS NULL
+                SUM(ok = 1 AND cached = 0 AND cost_usd IS NULL AND measured = 1
                     AND input_tokens = 0 AND output_tokens = 0) AS untokened_calls,
+                SUM(measured = 0) AS unmeasured_calls,
                 SUM(elapsed_ms) AS elapsed_ms,
                 SUM(CASE WHEN ok = 0 AND cost_usd IS NOT NULL
                     THEN cost_usd ELSE 0 END) AS failed_cost_usd
@@ -1259,6 +1270,7 @@ class RunStore:
                 elapsed_ms=float(r["elapsed_ms"]),
                 failed_cost_usd=float(r["failed_cost_usd"]),
                 untokened_calls=int(r["untokened_calls"]),
+                unmeasured_calls=int(r["unmeasured_calls"]),
             )
         return totals
 
