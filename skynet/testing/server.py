@@ -390,7 +390,11 @@ class ScriptedServer:
     def crash(self) -> None:
         """Die as a crashed server does: stop listening and drop every open connection (stop()
         lets a kept-alive connection go on being served)."""
-        self.stop()
+        self._closing.set()
+        with self._lock:
+            httpd, self._httpd = self._httpd, None
+        if httpd is not None:
+            httpd.shutdown()  # no connection is accepted from here on
         with self._lock:
             connections = list(self._connections)
         for connection in connections:
@@ -398,6 +402,10 @@ class ScriptedServer:
                 connection.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass  # already closed
+        if httpd is not None:
+            # Last: closing the server joins its handler threads, which a kept-alive connection
+            # would hold open for ever (a crash that waited for them would never happen).
+            httpd.server_close()
 
     def __enter__(self) -> ScriptedServer:
         return self.start()
