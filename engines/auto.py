@@ -3,11 +3,12 @@
 Each choice comes with its reason; the run prints them and stores them in the run record.
 
 - Engine: a DSPy program → dspy-gepa; a prompt or code → gepa.
-- Budget (only when max_metric_calls is not set in skynet.toml or on the command line): the seed
-  on the val split, then N proposals, each a minibatch for parent and child, with a third of them
-  accepted and scored on the whole val split: val + N x 2 x minibatch + N / 3 x val, where N is
-  6 (light), 15 (medium) or 40 (heavy). The formula is skynet.engine.gepa_metric_calls; the dry
-  run inverts it (gepa_proposals) to say how many proposals a budget pays for.
+- Budget (only when neither max_metric_calls nor max_full_evals is set in skynet.toml or on the
+  command line): the seed on the val split, then N proposals, each a minibatch for parent and
+  child, with a third of them accepted and scored on the whole val split: val + N x 2 x
+  minibatch + N / 3 x val, where N is 6 (light), 15 (medium) or 40 (heavy). The formula is
+  skynet.engine.gepa_metric_calls; the dry run inverts it (gepa_proposals) to say how many
+  proposals a budget pays for.
 - Frontier: "hybrid" (per val item and per named score) when the metric returns named scores,
   else "instance" (per val item).
 - Early stop: when the best val score has not improved for 3 (light), 5 (medium) or 8 (heavy)

@@ -46,7 +46,7 @@ _ENGINE_NAMES = {"dspy.GEPA": "dspy-gepa", "gepa.optimize": "dspy-gepa"}
 OWNED: dict[str, str] = {
     "seed": "[engine] seed",
     "max_metric_calls": "[budget] max_metric_calls",
-    "max_full_evals": "[budget] max_metric_calls",
+    "max_full_evals": "[budget] max_full_evals",
     "auto": '[budget] max_metric_calls (or [engine] name = "auto" with [engine] auto)',
     "reflection_lm": "[models] reflection",
     "reflection_lm_kwargs": "[models] reflection_temperature and reflection_max_tokens",

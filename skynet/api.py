@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from skynet.contract import Metric
+from skynet.dspy_metric import fit_to_artifact
 from skynet.errors import ConfigError, ContractError
 
 if TYPE_CHECKING:
@@ -85,7 +86,8 @@ class RunResult:
 
     Attributes:
         best: the best candidate, of the seed's kind: a str (instructions), a dict of
-            components, a dspy.Module, or a skynet.Code.
+            components, a dspy.Module (its `.detailed_results` dspy.GEPA's, as track_stats=True
+            gives it: skynet.runs.dspy_detail), or a skynet.Code.
         best_candidate: the best candidate's components (name -> text).
         best_score, baseline_score: mean val scores of the best candidate and of the seed (None
             when not every val item could be scored).
@@ -336,9 +338,10 @@ def optimize(
         models, engine, budget, artifact = _recorded_tables(
             store_dir, resume, models=models, engine=engine, budget=budget, artifact=artifact
         )
-    models, said = _configured_lm(seed, models)
+    models, artifact, said, lm = _configured_lm(seed, models, artifact)
     if said:
         print(said, file=out or sys.stderr, flush=True)
+    models, lms = _given_lms(models)
     project, kind = _project(
         seed,
         metric=metric,
@@ -356,6 +359,8 @@ def optimize(
             "metric": None if self_test is None else {"self_test": self_test},
         },
         store_dir=store_dir,
+        lm=lm,
+        lms=lms,
     )
     if _train_as_val({"train": train, "val": val, "data": data}):
         print(TRAIN_AS_VAL, file=out or sys.stderr, flush=True)
@@ -365,8 +370,13 @@ def optimize(
         return summarize(project.open_store(), outcome.run_id)
 
     best = dict(outcome.best_candidate)
+    program = _as_seed_kind(kind, project, best)
+    if kind == "dspy":  # dspy.GEPA(track_stats=True)'s, which DSPy's tutorials read off it
+        from skynet.runs.dspy_detail import for_project
+
+        program.detailed_results = for_project(project, summary())
     return RunResult(
-        best=_as_seed_kind(kind, project, best),
+        best=program,
         best_candidate=best,
         best_score=outcome.best_val,
         baseline_score=outcome.seed_val,
@@ -559,8 +569,11 @@ def _project(
     tables: Mapping[str, Any],
     store_dir: Path,
     evaluate_only: bool = False,
+    lm: Any = None,
+    lms: tuple[Any, ...] = (),
 ) -> tuple[Any, str]:
-    """The runner's Project for the call's pieces, every one checked as its file would be."""
+    """The runner's Project for the call's pieces, every one checked as its file would be (`lm`:
+    the configured dspy.LM that is the task model, see _configured_lm)."""
     from skynet import runner
     from skynet.config import SplitConfig, config_from_tables
     from skynet.data import check_columns, dataset_from_rows, rows_from
@@ -645,7 +658,8 @@ def _project(
         train_as_val=not evaluate_only and _train_as_val(given),
     )
     the_metric = _metric(metric, config, outputs_list)
-    artifact = _artifact(seed, kind, config, inputs_list, user, store_dir)
+    artifact = _artifact(seed, kind, config, inputs_list, user, store_dir, lm=lm)
+    fit_to_artifact(the_metric, artifact)
     project = runner.Project(
         dir=Path.cwd(),
         config=config,
@@ -654,6 +668,7 @@ def _project(
         artifact=artifact,
         store=store_dir,
         made_in=call,
+        lms=lms,
     )
     return project, kind
 
@@ -687,11 +702,15 @@ def _check_out(out: Any, call: str) -> None:
 
 
 def _configured_lm(
-    seed: Any, models: Mapping[str, Any] | None
-) -> tuple[Mapping[str, Any] | None, str]:
-    """The models table for a DSPy program seed, honouring `dspy.configure(lm=...)`: with no
-    task model given, the configured LM's model (and api_base) becomes the task model, its calls
-    then going through Skynet's models (metered, cached, budgeted); and the line that says so.
+    seed: Any, models: Mapping[str, Any] | None, artifact: Mapping[str, Any] | None
+) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None, str, Any]:
+    """The models and artifact tables for a DSPy program seed, honouring
+    `dspy.configure(lm=...)` as take_over honours a program's own LMs: with no task model given
+    (or that same model), the configured LM's model is the task model, its temperature and
+    max_tokens the [artifact] ones unless `artifact=` sets them (recorded with the run: they
+    decide outputs), and the LM is returned to be held by the artifact, which reaches the model
+    as it says (api_base and key, in memory, never recorded); its calls go through Skynet's
+    models (metered, cached, budgeted). Also the line that says so ("" for none).
 
     Raises:
         ConfigError: the configured LM is not a dspy.LM Skynet can route, or models= names
@@ -699,10 +718,10 @@ def _configured_lm(
     """
     dspy = sys.modules.get("dspy")
     if dspy is None or not isinstance(seed, dspy.Module):
-        return models, ""
+        return models, artifact, "", None
     lm = dspy.settings.lm
     if lm is None:
-        return models, ""
+        return models, artifact, "", None
     name = getattr(lm, "model", None)
     if not isinstance(name, str) or not isinstance(getattr(lm, "kwargs", None), dict):
         raise ConfigError(
@@ -710,6 +729,8 @@ def _configured_lm(
             'cannot route through its models; give models={"task": "PROVIDER/MODEL", ...} and '
             "dspy.configure(lm=None)"
         )
+    from skynet.models.dspy_lm import lm_settings
+
     given = dict(models or {})
     task = given.get("task")
     if task is not None and task != name:
@@ -718,21 +739,41 @@ def _configured_lm(
             "the program on its task model through its own models, so the configured LM would be "
             "ignored: drop one of them"
         )
-    if task is not None:
-        return models, ""
+    art = dict(artifact or {})
+    taken = {k: v for k, v in lm_settings(lm).items() if k not in art}
+    if task is not None:  # named again (or recorded, on resume): nothing to say
+        return models, {**art, **taken} if taken else artifact, "", lm
     given["task"] = name
-    api_base = lm.kwargs.get("api_base")
-    endpoints = dict(given.get("endpoints") or {})
-    if api_base and name not in endpoints:
-        endpoints[name] = {"api_base": api_base}
-        given["endpoints"] = endpoints
     said = f"task model {name}: from dspy.configure(lm=...)"
-    if lm.kwargs.get("api_key"):
-        said += (
-            " (its api_key is not recorded or sent: give the key in an environment variable, "
-            f'models={{"endpoints": {{"{name}": {{"api_key_env": "VAR"}}}}}})'
-        )
-    return given, said
+    if taken:
+        said += ", at its " + " and ".join(f"{k} {v}" for k, v in taken.items())
+    return given, {**art, **taken} if taken else artifact, said, lm
+
+
+def _given_lms(
+    models: Mapping[str, Any] | None,
+) -> tuple[Mapping[str, Any] | None, tuple[Any, ...]]:
+    """A dspy.LM given as the reflection or metric model (dspy.GEPA's `reflection_lm=dspy.LM(
+    ...)`, as its tutorials write it) becomes its model's name in the models table, its
+    temperature and max_tokens the reflection ones unless models= sets them (recorded: they
+    decide proposals); the LMs are returned, to be reached as they say (their api_base and key,
+    in memory, never recorded), as a program's own LMs are."""
+    dspy = sys.modules.get("dspy")
+    if dspy is None or not models:
+        return models, ()
+    from skynet.models.dspy_lm import lm_settings
+
+    given, lms = dict(models), []
+    for role in ("reflection", "metric"):
+        lm: Any = given.get(role)
+        if not isinstance(lm, dspy.LM):
+            continue
+        given[role] = lm.model
+        lms.append(lm)
+        if role == "reflection":
+            for name, value in lm_settings(lm).items():
+                given.setdefault(f"reflection_{name}", value)
+    return given, tuple(lms)
 
 
 def _seed_kind(seed: Any) -> str:
@@ -894,7 +935,13 @@ def _function_metric(fn: Callable[..., Any], outputs: list[str]) -> Metric:
 
 
 def _artifact(
-    seed: Any, kind: str, config: Any, inputs: list[str], user: str | None, store_dir: Path
+    seed: Any,
+    kind: str,
+    config: Any,
+    inputs: list[str],
+    user: str | None,
+    store_dir: Path,
+    lm: Any = None,
 ) -> Any:
     art = config.artifact
     if kind == "prompt_file":
@@ -918,6 +965,7 @@ def _artifact(
             path=None,
             max_tokens=art.max_tokens,
             temperature=art.temperature,
+            lm=lm,
         )
     else:
         from skynet.artifacts.code import code_artifact, code_limits
@@ -986,6 +1034,7 @@ def _recorded_tables(store_dir: Path, run_id: str, **given: Any) -> tuple[Any, A
             value = recorded.get(name)
             if name == "budget":
                 value = {**(value or {}), **{k: v for k, v in row.budget.items() if v is not None}}
+                value.pop("max_full_evals", None)  # recorded as the max_metric_calls it made
             if name == "artifact" and isinstance(value, dict):
                 value = {k: v for k, v in value.items() if k not in ("kind", "path")}
         out.append(value)

@@ -303,6 +303,13 @@ class ArtifactConfig(Section):
         "packages a candidate may import besides the standard library; unset: all of them)",
     )
 
+    best_example_evals_k: Int = Field(
+        default=30,
+        ge=1,
+        description="an integer >= 1 (code: the best evaluations per item a candidate's "
+        "opt_state holds, as gepa's EngineConfig.best_example_evals_k)",
+    )
+
     @field_validator("packages")
     @classmethod
     def _import_names(cls, value: list[str] | None) -> list[str] | None:
@@ -485,6 +492,12 @@ class BudgetConfig(Section):
         ge=1,
         description="an integer >= 1 (metric calls of the search; the confirmation's apart)",
     )
+    max_full_evals: Int | None = Field(
+        default=None,
+        ge=1,
+        description="an integer >= 1 (the budget as dspy.GEPA's max_full_evals: N x (train + "
+        "val) metric calls, in place of max_metric_calls)",
+    )
     max_cost_usd: Float | None = Field(
         default=None, gt=0, description="a number > 0 (USD, task + reflection + judge)"
     )
@@ -498,6 +511,17 @@ class BudgetConfig(Section):
             "the run's held-out gain)"
         ),
     )
+
+    @model_validator(mode="after")
+    def _one_call_budget(self) -> BudgetConfig:
+        # Two budgets in metric calls would say two things; neither is silently preferred.
+        if self.max_full_evals is not None and "max_metric_calls" in self.model_fields_set:
+            raise ValueError(
+                f"budget.max_metric_calls = {self.max_metric_calls} and budget.max_full_evals = "
+                f"{self.max_full_evals} both set the metric-call budget; keep one (max_full_evals "
+                "= N is N x (train + val) metric calls)"
+            )
+        return self
 
 
 class PriceConfig(Section):
@@ -773,6 +797,7 @@ def load_config(project_dir: Path | str, overrides: Mapping[str, Any] | None = N
     for key, value in (overrides or {}).items():
         source = given.get(key) or f"override '{key}'"
         applied.append((_apply_override(raw, key, value, source), source))
+    _override_call_budget(raw, [key for key, _ in applied])
     model = config_model(raw)
     try:
         config = model.model_validate(raw)
@@ -939,6 +964,19 @@ def _apply_override(raw: dict[str, Any], key: str, value: Any, source: str) -> t
         table = nested
     table[parts[-1]] = copy.deepcopy(value)
     return parts
+
+
+_CALL_BUDGETS = (("budget", "max_metric_calls"), ("budget", "max_full_evals"))
+
+
+def _override_call_budget(raw: dict[str, Any], overridden: list[tuple[str, ...]]) -> None:
+    """An override of one metric-call budget (--max-metric-calls 20) replaces the file's other
+    one (max_full_evals = 2), as it replaces the file's own value; both overridden still clash."""
+    given = [key for key in _CALL_BUDGETS if key in overridden]
+    budget = raw.get("budget")
+    if len(given) == 1 and isinstance(budget, dict):
+        (other,) = (key for key in _CALL_BUDGETS if key not in given)
+        budget.pop(other[1], None)
 
 
 # -- turning a ValidationError into one ConfigError ---------------------------------------------

@@ -800,12 +800,29 @@ class CheckReport:
     null_control_skipped: tuple[str, ...] = ()
     subject: str = "metric"  # "metric", or the scorer tested: "scorer 'xlam-tool-call'"
     mode: str = "full"  # [metric] self_test: "full", "contract" or "off"
-    unkeyed: tuple[str, ...] = ()  # items with no expected answer: their return value only
+    unkeyed: tuple[str, ...] = ()  # items with no answer key: their return value only
+    # Why the unkeyed items have no answer key, as the summary says it.
+    unkeyed_why: str = "with no expected answer"
     metric_calls: int = 0  # how many times the self-test called the metric
 
     @property
     def ok(self) -> bool:
         return not self.failures
+
+    def skipped(self) -> list[str]:
+        """What a full self-test left out, and why: one phrase per kind of item."""
+        said = []
+        if self.null_control_skipped:
+            said.append(
+                f"{len(self.null_control_skipped)} item(s) with an empty key left out of the "
+                "null control"
+            )
+        if self.unkeyed:
+            said.append(
+                f"{len(self.unkeyed)} item(s) {self.unkeyed_why}: their return value on an empty "
+                "output was checked; the answer key and the null control were skipped"
+            )
+        return said
 
     def summary(self) -> str:
         if self.mode == "off":
@@ -820,18 +837,7 @@ class CheckReport:
                 "and the null control were not checked"
             )
         if self.ok:
-            skipped = (
-                f" ({len(self.null_control_skipped)} item(s) with an empty key left out of the "
-                "null control)"
-                if self.null_control_skipped
-                else ""
-            )
-            if self.unkeyed:
-                skipped += (
-                    f" ({len(self.unkeyed)} item(s) with no expected answer: their return value "
-                    "on an empty output was checked; the answer key and the null control were "
-                    "skipped)"
-                )
+            skipped = "".join(f" ({said})" for said in self.skipped())
             return f"{self.subject} self-test passed on {self.items_checked} item(s){skipped}"
         # The same fault on many items is one fault: show it once, then the other items' ids.
         groups: dict[tuple[str, str], list[CheckFailure]] = {}
@@ -861,7 +867,12 @@ _SELFTEST_OBSERVATION = Observation(
 
 
 def check_metric(
-    metric: Metric, items: Iterable[Item], *, others: int = 3, mode: str = "full"
+    metric: Metric,
+    items: Iterable[Item],
+    *,
+    others: int = 3,
+    mode: str = "full",
+    made: Sequence[str] | None = None,
 ) -> CheckReport:
     """Self-test a metric on the items a run will use, before anything is spent: the one
     self-test of metric.py functions, Python metrics and scorers alike.
@@ -878,6 +889,12 @@ def check_metric(
 
     mode "contract" checks only the first item's return value on its answer key (a metric whose
     every call costs, a noisy judge); "off" checks nothing ([metric] self_test).
+
+    `made` names the fields the artifact's outputs carry, when it knows them (a DSPy program's
+    output fields). A DSPy metric's answer key is a Prediction of the Example's labels; when the
+    labels share no name with those fields (the labels are a JSON `answer`, the program outputs
+    `urgency`), no output the program gives looks like the key: the item's return value is
+    checked on an empty output of those fields, and the report says why the key was skipped.
     """
     if mode == "off":
         return CheckReport(items_checked=0, subject=metric.rules.subject, mode=mode)
@@ -893,6 +910,17 @@ def check_metric(
     unkeyed = [
         i for i in items if not i.expected and metric.key_fn is None and metric.item_key is None
     ]
+    why = "with no expected answer"
+    empty: Any = ""
+    if made and metric.key_fn is _every_label and metric.item_key is None:
+        unlike = [i for i in items if i.expected and not set(i.expected) & set(made)]
+        if unlike:
+            labels = sorted({str(k) for i in unlike for k in i.expected or ()})
+            why = (
+                f"whose labels ({', '.join(labels)}) are not among the program's output fields "
+                f"({', '.join(made)})"
+            )
+            unkeyed, empty = unlike, dict.fromkeys(made, "")
     unkeyed_ids = {i.id for i in unkeyed}
     for item in items:
         if item.id in unkeyed_ids:
@@ -935,7 +963,7 @@ def check_metric(
     observed = current_observation()
     with scoring(observed or _SELFTEST_OBSERVATION, source=TESTING):
         for item in unkeyed:
-            run(item, "", RETURN_VALUE)
+            run(item, empty, RETURN_VALUE)
         ordered = [i for i in items if i.id in keys]
         for index, item in enumerate(ordered):
             key = keys[item.id]
@@ -998,5 +1026,6 @@ def check_metric(
         subject=rules.subject,
         mode=mode,
         unkeyed=tuple(i.id for i in unkeyed),
+        unkeyed_why=why,
         metric_calls=calls,
     )

@@ -15,7 +15,7 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["DspyMetric", "is_dspy_metric"]
+__all__ = ["DspyMetric", "fit_to_artifact", "is_dspy_metric"]
 
 # The names DSPy's docs and tutorials give a metric's first two parameters.
 _GOLD = ("gold", "example", "ex", "gold_example")
@@ -58,6 +58,9 @@ class DspyMetric:
     def __init__(self, fn: Callable[..., Any], outputs: Sequence[str]) -> None:
         self.fn = fn
         self.outputs = list(outputs)
+        # The program's output fields, once known (fit_to_artifact): a DSPy program's output
+        # reaches the metric under its own field names, as under dspy.Evaluate.
+        self.made: tuple[str, ...] = ()
         params = _parameters(fn)
         positional = [
             p.name
@@ -107,8 +110,14 @@ class DspyMetric:
         if isinstance(output, Mapping):
             # A field missing (the self-test's empty output) reads as empty text, not as an
             # AttributeError in the metric.
-            return dspy.Prediction(**{**dict.fromkeys(self.outputs, ""), **output})
-        return dspy.Prediction(**{self.outputs[0] if self.outputs else "answer": output})
+            empty = dict.fromkeys([*self.made, *self.outputs], "")
+            return dspy.Prediction(**{**empty, **output})
+        # One value: a one-field program's output (under that field's name), else the label's.
+        if len(self.made) == 1:
+            name = self.made[0]
+        else:
+            name = self.outputs[0] if self.outputs else "answer"
+        return dspy.Prediction(**{name: output})
 
     def _call(
         self,
@@ -146,3 +155,12 @@ class DspyMetric:
         if feedback is None or not str(feedback).strip():
             feedback = f"This trajectory got a score of {score}."  # dspy.GEPA's own words
         return score, str(feedback)
+
+
+def fit_to_artifact(metric: Any, artifact: Any) -> None:
+    """Tell a DSPy metric (a Metric whose fn is a DspyMetric) the artifact's output fields, when
+    the artifact knows them (a DSPy program): its outputs then reach the metric under the
+    program's own field names, as dspy.Evaluate passes them, not under the data's label."""
+    fields = getattr(artifact, "output_fields", None)
+    if fields and isinstance(metric.fn, DspyMetric):
+        metric.fn.made = tuple(fields)

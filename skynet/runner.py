@@ -19,7 +19,8 @@ from skynet import registry
 from skynet.artifacts.base import Artifact
 from skynet.config import Config, load_config
 from skynet.contract import CheckReport, Metric, check_metric, load_metric, metric_file_hash
-from skynet.data import Dataset, Item, load_dataset
+from skynet.data import Dataset, Item, are_val_copies, load_dataset
+from skynet.dspy_metric import fit_to_artifact
 from skynet.engine import (
     Candidate,
     Engine,
@@ -86,6 +87,9 @@ class Project:
     # What made the project: "" for a project folder, else the Python call ("skynet.optimize()"),
     # recorded with its runs so the CLI can say where a run's metric and rows live.
     made_in: str = ""
+    # dspy.LMs a Python call gave as models (models={"reflection": dspy.LM(...)}): their models
+    # are reached as they say (api_base and key, in memory, never recorded).
+    lms: tuple[Any, ...] = ()
 
     @property
     def fingerprint(self) -> str:
@@ -137,6 +141,7 @@ def load_parts(
     metric.limits = dataclasses.replace(metric.limits, time_s=config.metric.time_s)
     # The kind's loader (skynet.registry, group "skynet.artifacts") checks its own files.
     artifact = registry.load("artifact", config.artifact.kind)(project_dir, config, dataset)
+    fit_to_artifact(metric, artifact)
     return metric, artifact
 
 
@@ -199,6 +204,7 @@ def self_test(project: Project) -> CheckReport:
         project.metric,
         [*project.dataset.train, *project.dataset.val],
         mode=project.config.metric.self_test,
+        made=getattr(project.artifact, "output_fields", None),
     )
 
 
@@ -302,11 +308,7 @@ def _choose_engine(project: Project) -> _EnginePlan:
         import importlib
 
         auto = importlib.import_module("engines.auto")  # the core never imports engines eagerly
-        user_budget = (
-            cfg.budget.max_metric_calls
-            if "max_metric_calls" in cfg.budget.model_fields_set
-            else None
-        )
+        user_budget, budget_said = _call_budget(project)
         plan = auto.plan(
             kind=kind,
             level=cfg.engine.auto,
@@ -330,8 +332,8 @@ def _choose_engine(project: Project) -> _EnginePlan:
         }
         return _EnginePlan(
             name=plan.engine,
-            why="auto: " + "; ".join(plan.reasons),
-            max_metric_calls=plan.max_metric_calls or cfg.budget.max_metric_calls,
+            why="auto: " + "; ".join((*plan.reasons, *budget_said)),
+            max_metric_calls=plan.max_metric_calls or user_budget or cfg.budget.max_metric_calls,
             settings=_engine_settings(project, _with_auto_options(plan.engine, options, chosen)),
             frontier=plan.frontier,
             patience=plan.patience,
@@ -347,11 +349,41 @@ def _choose_engine(project: Project) -> _EnginePlan:
             "engine 'dspy-gepa' cannot send each row's tools ([artifact] tools = 'row'); use "
             "engine 'gepa' (or 'auto')"
         )
+    user_budget, budget_said = _call_budget(project)
     return _EnginePlan(
         name=name,
-        why=f"engine '{name}' named in the config",
-        max_metric_calls=cfg.budget.max_metric_calls,
+        why="; ".join((f"engine '{name}' named in the config", *budget_said)),
+        max_metric_calls=user_budget or cfg.budget.max_metric_calls,
         settings=_engine_settings(project, options),
+    )
+
+
+def _call_budget(project: Project) -> tuple[int | None, tuple[str, ...]]:
+    """The metric-call budget the user set (None: none set, the default applies) and, when it
+    was given as [budget] max_full_evals, the line that says what it came to.
+
+    max_full_evals = N is dspy.GEPA's: N x (train + val) metric calls, or N x train when no val
+    was given (dspy.GEPA's valset=None; Skynet's val copies of the train items, which dspy
+    evaluates as the same items, are not counted again).
+    """
+    budget = project.config.budget
+    if budget.max_full_evals is None:
+        given = "max_metric_calls" in budget.model_fields_set
+        return (budget.max_metric_calls if given else None), ()
+    train, val = project.dataset.train, project.dataset.val
+    no_val = _val_copies(train, val)
+    calls = budget.max_full_evals * (len(train) + (0 if no_val else len(val)))
+    per_eval = f"{len(train)} train" + ("; no val given" if no_val else f" + {len(val)} val")
+    return calls, (
+        f"max_metric_calls = {calls} (max_full_evals = {budget.max_full_evals} x ({per_eval}))",
+    )
+
+
+def _val_copies(train: Sequence[Item], val: Sequence[Item]) -> bool:
+    """Whether the val items are the train items again (no val given: skynet.data.val_copies)."""
+    return are_val_copies(
+        {item.id: (item.input, item.expected) for item in train},
+        {item.id: (item.input, item.expected) for item in val},
     )
 
 
@@ -383,6 +415,11 @@ def _start(project: Project) -> tuple[Models, _EnginePlan, Engine, int, SelfTest
     )
     models.check_budget_prices()  # before the self-test: a judge metric calls models
     models.check_names()
+    if project.lms:
+        from skynet.models.dspy_lm import adopt
+
+        for lm in project.lms:
+            adopt(lm, models)
     check_models = getattr(project.artifact, "check_models", None)
     if check_models is not None:
         check_models(models)  # a DSPy program's own LMs, taken over as task calls
@@ -458,11 +495,19 @@ def _run(
     if budget is not None and budget < needed:
         train, val = project.dataset.train, project.dataset.val
         minibatch = min(project.config.engine.reflection_minibatch_size, len(train))
+        full_evals = project.config.budget.max_full_evals
+        given, fix = f"budget.max_metric_calls = {budget}", f"--max-metric-calls {needed} or more"
+        if full_evals is not None:  # the budget is full_evals x the items of one full evaluation
+            given = f"budget.max_full_evals = {full_evals} ({budget} metric calls)"
+            fix = (
+                f"max_full_evals = {-(-needed * full_evals // budget)} or more (or "
+                f"max_metric_calls = {needed})"
+            )
         raise ConfigError(
-            f"budget.max_metric_calls = {budget} is too small: the "
+            f"{given} is too small: the "
             f"{plan.name} engine needs at least {needed} ({len(val)} val items for the seed, "
             f"then a reflection step on {minibatch} train items, twice) to propose once; use "
-            f"--max-metric-calls {needed} or more"
+            f"{fix}"
         )
     session = RunSession(
         project,

@@ -358,7 +358,10 @@ class RunSession:
         # made them). None when the artifact takes none.
         self.best_so_far: BestSoFar | None = None
         if getattr(project.artifact, "warm_start", False):
-            self.best_so_far = BestSoFar([*self.train, *self.val, *self.selection])
+            self.best_so_far = BestSoFar(
+                [*self.train, *self.val, *self.selection],
+                k=project.config.artifact.best_example_evals_k,
+            )
         # A resumed engine replays its proposals (from the call cache): those are recorded once.
         # Its verdicts on them are made afresh on the replayed (and now repaired) evaluations,
         # so the last attempt's verdicts give way to them (RunStore.forget_verdicts).
@@ -424,9 +427,12 @@ class RunSession:
                 "metric_calls": tested.report.metric_calls,
                 "model_calls": len(tested.calls),
                 "cost_usd": None if None in costs else sum(c or 0.0 for c in costs),
+                "skipped": tested.report.skipped() if tested.report.mode == "full" else [],
             }
         )
         self.store.set_note(self.run_id, "self_test", notes)
+        for said in notes[-1]["skipped"]:
+            self.say(f"metric self-test: {said}")
 
     def _reopen(self, resume: str, running: list[str] | None) -> str:
         store, project = self.store, self.project

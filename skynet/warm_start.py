@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = ["K", "MAX_OUTPUT_BYTES", "BestSoFar", "best_so_far", "warming"]
 
-K = 5  # entries per item (gepa's best_example_evals_k)
+K = 30  # entries per item: gepa's default best_example_evals_k ([artifact] best_example_evals_k)
 # An output longer than this (as JSON) is left out: a warm start is a seed, not a store, and an
 # output runs.db cut (past 256 KiB) is not the output.
 MAX_OUTPUT_BYTES = 64 << 10

@@ -150,8 +150,7 @@ def test_a_configured_dspy_lm_is_the_task_model_through_skynet(
             out=out,
         )
     said = out.getvalue().splitlines()[0]
-    assert said.startswith("task model openai/skynet-test: from dspy.configure(lm=...)")
-    assert "api_key is not recorded or sent" in said
+    assert said == "task model openai/skynet-test: from dspy.configure(lm=...)"
     assert result.best_score == 1.0
     summary = result._summary()
     assert summary.cost["task"].calls > 0  # its calls went through Skynet's models: metered
@@ -175,3 +174,149 @@ def test_a_configured_dspy_lm_and_another_task_model_are_refused(tmp_path, scrip
         "models, so the configured LM would be ignored: drop one of them"
     )
     assert scripted_server.request_count == 0 and not (tmp_path / "s").exists()
+
+
+# The configured LM is taken as a program's own LMs are (take_over): its temperature and
+# max_tokens are the run's [artifact] ones (artifact= wins), its api_base and key reach the server.
+KEY = "sk-configured-5f1e"  # a key that must reach the server and nowhere else
+
+
+def _configured_run(tmp_path, server, lm, serve=responder, **extra):
+    import io
+
+    server.responder = serve
+    examples = _capitals()
+    out = io.StringIO()
+    with dspy.context(lm=lm):
+        result = skynet.optimize(
+            dspy.Predict("country -> answer"),
+            metric=_defs(AIME)["metric_with_feedback"],
+            train=examples[0::2],
+            val=examples[1::2],
+            models={
+                "reflection": "openai/reflection-model",
+                "endpoints": {"openai/reflection-model": {"api_base": server.url}},
+                **extra.pop("models", {}),
+            },
+            engine={"name": "gepa", **extra.pop("engine", {})},
+            budget={"max_metric_calls": 20, **extra.pop("budget", {})},
+            store=tmp_path / "s",
+            out=out,
+            **extra,
+        )
+    with RunStore(result.store / "runs.db", readonly=True) as store:
+        artifact = store.get_run(result.run_id).config["artifact"]
+    # The program's requests (the reflection model's are the rest), with their headers.
+    task = [
+        (body, headers)
+        for body, headers in zip(server.requests, server.request_headers, strict=True)
+        if body.get("model") == "skynet-test"
+    ]
+    assert task and result.best_score == 1.0
+    return out.getvalue(), artifact, task
+
+
+def test_a_configured_lms_temperature_and_max_tokens_are_the_runs_artifact_settings(
+    tmp_path, scripted_server
+):
+    lm = dspy.LM(
+        "openai/skynet-test",
+        api_base=scripted_server.url,
+        temperature=0.7,
+        max_tokens=777,
+        cache=False,
+    )
+    out, artifact, task = _configured_run(tmp_path, scripted_server, lm)
+    assert out.splitlines()[0] == (
+        "task model openai/skynet-test: from dspy.configure(lm=...), at its temperature 0.7 "
+        "and max_tokens 777"
+    )
+    assert {(b["temperature"], b["max_tokens"]) for b, _ in task} == {(0.7, 777)}
+    # Recorded as the run's settings: they decide outputs (the fingerprint holds them).
+    assert (artifact["temperature"], artifact["max_tokens"]) == (0.7, 777)
+
+
+def test_artifact_given_wins_over_the_configured_lms_settings(tmp_path, scripted_server):
+    lm = dspy.LM(
+        "openai/gpt-5",  # a reasoning model: dspy keeps its max_tokens as max_completion_tokens
+        api_base=scripted_server.url,
+        temperature=1.0,
+        max_tokens=16000,
+        cache=False,
+    )
+    assert lm.kwargs["max_completion_tokens"] == 16000
+    lm.model = "openai/skynet-test"  # the loopback server's name for it
+    out, artifact, task = _configured_run(
+        tmp_path, scripted_server, lm, artifact={"temperature": 0.25}
+    )
+    assert "at its max_tokens 16000" in out.splitlines()[0]
+    assert {(b["temperature"], b["max_tokens"]) for b, _ in task} == {(0.25, 16000)}
+    assert (artifact["temperature"], artifact["max_tokens"]) == (0.25, 16000)
+
+
+@pytest.mark.parametrize("executor", ["threads", "processes"])
+def test_a_configured_lms_api_key_is_sent_and_never_recorded(tmp_path, scripted_server, executor):
+    """Under a money budget with the model's price declared (and no endpoint): the price is
+    the declared one, the api_base and key the LM's; in worker processes too."""
+    lm = dspy.LM("openai/skynet-test", api_base=scripted_server.url, api_key=KEY, cache=False)
+    price = {"input_per_mtok": 1.0, "output_per_mtok": 2.0}
+    out, _, task = _configured_run(
+        tmp_path,
+        scripted_server,
+        lm,
+        models={"prices": {"openai/skynet-test": price, "openai/reflection-model": price}},
+        budget={"max_cost_usd": 1.0},
+        engine={"executor": executor},
+    )
+    assert {headers.get("authorization") for _, headers in task} == {f"Bearer {KEY}"}
+    assert KEY not in out
+    stored = [path for path in (tmp_path / "s").rglob("*") if path.is_file()]
+    assert any(path.name == "runs.db" for path in stored)
+    assert not [path for path in stored if KEY.encode() in path.read_bytes()]
+
+
+def test_a_resumed_run_reaches_the_configured_lm_as_the_run_did(tmp_path, scripted_server):
+    """On resume the recorded tables name the task model: the configured LM is still the one
+    that reaches it (api_base and key, not recorded), at the recorded settings."""
+    import io
+
+    from skynet.testing import fail
+
+    down = [True]
+    served = [0]
+
+    def outage(body):
+        if body.get("model") == "skynet-test":
+            served[0] += 1
+            if down[0] and served[0] > 6:
+                return fail(503, retry_after=0)
+        return responder(body)
+
+    lm = dspy.LM(
+        "openai/skynet-test",
+        api_base=scripted_server.url,
+        api_key=KEY,
+        temperature=0.5,
+        cache=False,
+    )
+    with pytest.raises(skynet.RunAborted, match="evaluations failed"):
+        _configured_run(tmp_path, scripted_server, lm, serve=outage)
+    with RunStore(tmp_path / "s" / "runs.db", readonly=True) as store:
+        (run,) = store.list_runs()
+    down[0], paid = False, scripted_server.request_count
+    examples = _capitals()
+    with dspy.context(lm=lm):
+        result = skynet.resume(
+            run.id,
+            dspy.Predict("country -> answer"),
+            metric=_defs(AIME)["metric_with_feedback"],
+            train=examples[0::2],
+            val=examples[1::2],
+            store=tmp_path / "s",
+            out=io.StringIO(),
+        )
+    assert result.status == "finished" and result.best_score == 1.0
+    sent = zip(scripted_server.requests, scripted_server.request_headers, strict=True)
+    resumed = [(b, h) for b, h in list(sent)[paid:] if b.get("model") == "skynet-test"]
+    assert resumed and {h.get("authorization") for _, h in resumed} == {f"Bearer {KEY}"}
+    assert {b["temperature"] for b, _ in resumed} == {0.5}

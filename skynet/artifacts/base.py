@@ -39,6 +39,10 @@ class Artifact(Protocol):
         isolation: how its candidates are isolated, recorded with the run (None: they run no
             code of their own).
         unsandboxed: its candidates run code with the user's own rights (warned and reported).
+
+    Optional: `output_fields`, the field names its outputs carry when it knows them (a DSPy
+    program's predictors' output fields): the self-test then knows when the data's labels are
+    not an output it could give.
     """
 
     kind: ClassVar[str]

@@ -35,7 +35,9 @@ __all__ = ["DspyArtifact", "from_project", "load_program"]
 class DspyArtifact:
     """A DSPy program. `names` maps a predictor's name to the candidate's component name (a
     prompt run as a program keeps its own section name); `prepare` turns an item's input into
-    the program's keyword arguments (identity when None)."""
+    the program's keyword arguments (identity when None). `lm`: the dspy.configure(lm=...) LM
+    that is the task model (skynet.optimize), held so the task model is reached as it says (its
+    api_base and key, in memory, never recorded), as take_over's LMs are."""
 
     kind: ClassVar[str] = "dspy"
     label: ClassVar[str] = "program"
@@ -48,6 +50,7 @@ class DspyArtifact:
     temperature: float = 0.0
     names: Mapping[str, str] = field(default_factory=dict)
     prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    lm: Any = field(default=None, repr=False, compare=False)
 
     def component(self, predictor_name: str) -> str:
         return self.names.get(predictor_name, predictor_name)
@@ -65,6 +68,16 @@ class DspyArtifact:
     def components(self) -> dict[str, str]:
         return self.candidate_of(self.program)
 
+    @property
+    def output_fields(self) -> tuple[str, ...]:
+        """Every output field of the program's predictors, in order: the fields its outputs can
+        carry (the self-test's answer key is made of these, not of the Example's labels, when
+        the two share none)."""
+        fields: dict[str, None] = {}
+        for _, predictor in self.program.named_predictors():
+            fields.update(dict.fromkeys(predictor.signature.output_fields))
+        return tuple(fields)
+
     def with_candidate(self, candidate: dict[str, str]) -> Any:
         """A copy of the program whose predictors carry the candidate's instructions."""
         program = copy.deepcopy(self.program)
@@ -80,10 +93,12 @@ class DspyArtifact:
     def run(self, candidate: dict[str, str], input: dict[str, Any], models: Any) -> Any:
         import dspy
 
-        from skynet.models.dspy_lm import SkynetLM, take_over, watch
+        from skynet.models.dspy_lm import SkynetLM, adopt, take_over, watch
 
         input = self.arguments(input)
         program = self.with_candidate(candidate)
+        if self.lm is not None:
+            adopt(self.lm, models)  # a worker's own models too (done once per session)
         # The program's own LMs (set_lm, an LM attribute) take Skynet's path too, as task calls;
         # one that cannot (a custom BaseLM) is seen and recorded as unmeasured.
         take_over(program, models, "task")
@@ -103,14 +118,16 @@ class DspyArtifact:
         return fields
 
     def check_models(self, models: Any) -> None:
-        """Before any call: the program's own LMs are reachable through `models` (under a money
-        budget, each has a known price).
+        """Before any call: the configured LM's model and the program's own LMs are reachable
+        through `models` (under a money budget, each has a known price).
 
         Raises:
             ConfigError: under a money budget, an LM of the program has no known price.
         """
-        from skynet.models.dspy_lm import take_over
+        from skynet.models.dspy_lm import adopt, take_over
 
+        if self.lm is not None:
+            adopt(self.lm, models)
         take_over(self.with_candidate({}), models, "task")
 
     def save(self, candidate: dict[str, str], path: Path) -> None:

@@ -337,23 +337,32 @@ class Models:
     # -- settings -------------------------------------------------------------------------
     def settings(self, model: str) -> ModelSettings:
         adopted = self._adopted.get(model)
-        if adopted is not None and model not in self.config.settings:
+        declared = self.config.settings.get(model)
+        if adopted is None:
+            return self.config.settings_for(model)
+        if declared is None:
             return adopted
-        return self.config.settings_for(model)
+        if declared.api_base is None and declared.api_key is None:
+            # Declared for its price or limits only: reached as the adopted LM says.
+            return dataclasses.replace(declared, api_base=adopted.api_base, api_key=adopted.api_key)
+        return declared
 
     def adopt(self, model: str, *, api_base: str | None, api_key: str | None) -> None:
         """Reach `model` as a program's own LM says (its api_base and key) when skynet.toml
         declares no endpoint for it: its calls then take Skynet's path (cache, governor, ledger,
-        budget) under the role they are made in. A declared endpoint wins.
+        budget) under the role they are made in. A declared endpoint (an api_base or key) wins;
+        a model declared for its price or limits only is reached as the LM says, at them.
 
         Raises:
             ConfigError: under a money budget, the model has no known price (said before any
                 call: its calls could not be held to the budget).
         """
-        if model in self.config.settings or model in self._adopted:
+        if model in self._adopted:
             return
         with self._lock:
             self._adopted[model] = ModelSettings(api_base=api_base, api_key=api_key)
+        if model in self.config.settings:
+            return
         if self.budget.limited and self.price(model) is None:
             raise _unpriced("program's own LM", model, self.config.max_cost_usd)
 
@@ -504,6 +513,14 @@ class Models:
             ConfigError: under a money budget, the model has no known price.
         """
         name = model or self.config.model_for(role)
+        if not name and role == "metric":
+            # The reflection model stands in for an unset metric model; a callable one
+            # (gepa's reflection_lm, given from Python) is the engine's to call, not llm()'s.
+            raise ConfigError(
+                "the metric role (skynet.llm() and judge calls) has no model: none is set, and "
+                "the reflection model that stands in for it is a Python callable, which only the "
+                'engine calls; add models={"metric": "PROVIDER/MODEL"} ([models] metric)'
+            )
         if not name:
             raise ConfigError(f"no model is configured for the {role} role")
         params = {k: v for k, v in params.items() if v is not None}

@@ -23,7 +23,7 @@ from skynet.measure import active_meter
 from skynet.models.client import Models
 from skynet.models.ledger import CallRecord
 
-__all__ = ["SkynetLM", "take_over", "watch"]
+__all__ = ["SkynetLM", "adopt", "lm_settings", "take_over", "watch"]
 
 warnings.filterwarnings(
     "ignore", message="Implementing custom LMs through BaseLM.forward", category=DeprecationWarning
@@ -116,20 +116,43 @@ def take_over(program: Any, models: Models, role: str = "task") -> None:
                 setattr(module, name, routed(value))
 
 
-def _routed(lm: dspy.LM, models: Models, role: str) -> SkynetLM:
-    """A SkynetLM for `lm`'s model under `role`, reached as `lm` says, with its settings."""
-    kwargs = dict(lm.kwargs)
+def adopt(lm: dspy.LM, models: Models) -> None:
+    """Reach `lm`'s model through `models` as `lm` says: its api_base and key, held in memory
+    (never recorded), unless skynet.toml declares them for the model (Models.adopt).
+
+    Raises:
+        ConfigError: under a money budget, the model has no known price.
+    """
+    kwargs = lm.kwargs
     models.adopt(
         lm.model,
         api_base=kwargs.get("api_base") or kwargs.get("base_url"),
         api_key=kwargs.get("api_key"),
     )
+
+
+def lm_settings(lm: Any) -> dict[str, Any]:
+    """The temperature and max_tokens `lm` sets, by [artifact]'s names: a dspy.LM keeps them in
+    `kwargs`, max_tokens as max_completion_tokens for a reasoning model; one it leaves unset
+    (None) is left out."""
+    kwargs = getattr(lm, "kwargs", None) or {}
+    found = {
+        "temperature": kwargs.get("temperature"),
+        "max_tokens": kwargs.get("max_tokens") or kwargs.get("max_completion_tokens"),
+    }
+    return {name: value for name, value in found.items() if value is not None}
+
+
+def _routed(lm: dspy.LM, models: Models, role: str) -> SkynetLM:
+    """A SkynetLM for `lm`'s model under `role`, reached as `lm` says, with its settings."""
+    adopt(lm, models)
+    settings = lm_settings(lm)
     return SkynetLM(
         models,
         role,
         model=lm.model,
-        max_tokens=kwargs.get("max_tokens") or kwargs.get("max_completion_tokens"),
-        temperature=kwargs.get("temperature") or 0.0,
+        max_tokens=settings.get("max_tokens"),
+        temperature=settings.get("temperature") or 0.0,
     )
 
 

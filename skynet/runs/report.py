@@ -534,9 +534,10 @@ def summary_json(summary: RunSummary) -> dict[str, Any]:
     def candidate(c: CandidateSummary | None) -> dict[str, Any] | None:
         return None if c is None else {"id": c.id, "val": c.val_score, "test": c.test_score}
 
-    def cost(t: LedgerTotals) -> dict[str, Any]:
+    def cost(role: str, t: LedgerTotals) -> dict[str, Any]:
         priced = t.calls - t.failed_calls - t.unpriced_calls
         unknown = t.unpriced_calls > 0 and priced <= 0 and not t.failed_cost_usd
+        unknown = unknown or (role == "reflection" and _reflection_unknown(s, t))
         return {
             "calls": t.calls,
             "cost_usd": None if unknown else t.cost_usd,
@@ -567,7 +568,7 @@ def summary_json(summary: RunSummary) -> dict[str, Any]:
             "confirmation": s.confirmation_calls,
             "max": limit if limit else None,
         },
-        "cost": {role: cost(t) for role, t in s.cost.items()},
+        "cost": {role: cost(role, t) for role, t in s.cost.items()},
         "errors": s.errors,
         "error_kinds": dict(s.error_kinds),
         "val_from_train": s.val_from_train,
@@ -1098,8 +1099,9 @@ def _facts(s: RunSummary) -> list[str]:
 
 
 def _self_test(s: RunSummary) -> list[str]:
-    """One line when the metric's self-test was not run in full before the run, and one when
-    it called models (a judge): its calls are in the metric role's cost above."""
+    """One line when the metric's self-test was not run in full before the run, one per kind of
+    item it left out (and why), and one when it called models (a judge): its calls are in the
+    metric role's cost above."""
     mode = (s.run.config.get("metric") or {}).get("self_test", "full")
     lines = []
     if mode == "contract":
@@ -1110,6 +1112,8 @@ def _self_test(s: RunSummary) -> list[str]:
     if mode == "off":
         lines.append('Metric self-test: off ([metric] self_test = "off"): nothing was checked')
     tests = s.run.notes.get("self_test") or []
+    for said in dict.fromkeys(x for t in tests for x in t.get("skipped") or []):
+        lines.append(f"Metric self-test: {said}")
     model_calls = sum(t.get("model_calls", 0) for t in tests)
     if model_calls:
         costs = [t.get("cost_usd") for t in tests]
@@ -1187,13 +1191,20 @@ def _own_callables(s: RunSummary) -> list[str]:
     return lines
 
 
+def _reflection_unknown(s: RunSummary, reflection: LedgerTotals) -> bool:
+    """Whether the reflection role's cost is unknown, not $0: the user's proposer wrote the
+    proposals (its model calls are its own) and no reflection call was measured through Skynet."""
+    measured = reflection.calls - reflection.unmeasured_calls
+    return bool(_own_proposers(s)) and measured == 0
+
+
 def _own_cost(s: RunSummary, role: str, t: LedgerTotals) -> str:
     """A role's USD cell: "not measured" where the user's callables made its calls."""
     if role == "reflection" and _own_reflection(s) is not None:
         return "not measured (your callable)"
     if role in ("reflection", "total") and _own_proposers(s):
-        said = "not measured (your proposer)"
-        return f"{_usd(t)} + {said}" if t.calls else said
+        said = "unknown (your proposer)"
+        return said if role == "reflection" and _reflection_unknown(s, t) else f"{_usd(t)} + {said}"
     if role == "total" and _own_reflection(s) is not None:
         return f"{_usd(t)} + not measured"
     return _usd(t)

@@ -152,6 +152,9 @@ class ScriptedServer:
         self._billed_usd = 0.0
         self.billing = False
         self.requests: list[dict[str, Any]] = []
+        # Each chat request's headers (names in lower case), as `requests` holds its body: an
+        # api_key sent is seen ("authorization").
+        self.request_headers: list[dict[str, str]] = []
         self._steps: deque[Step] = deque()
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -165,9 +168,10 @@ class ScriptedServer:
             self._steps.extend(steps)
         return self
 
-    def _next(self, body: dict[str, Any]) -> Step:
+    def _next(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Step:
         with self._lock:
             self.requests.append(body)
+            self.request_headers.append(headers or {})
             if self._steps:
                 return self._steps.popleft()
         if self.responder is not None:
@@ -276,7 +280,7 @@ class ScriptedServer:
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
-                step = server._next(body)
+                step = server._next(body, {k.lower(): v for k, v in self.headers.items()})
                 if step.kind == "hang" and server.billing:
                     # A hosted provider finishes a request its client abandons, and bills it:
                     # the prompt and up to max_tokens of reply (billed as it arrives, so a test

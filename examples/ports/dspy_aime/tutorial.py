@@ -6,11 +6,12 @@ hub (AI-MO/aimo-validation-aime, MathArena/aime_2025); the models are served by 
 OpenAI-compatible server PORTS_API_BASE names. The budget is cut to run in seconds here: the
 tutorial's auto="light" (about 400 metric calls on these rows) is max_metric_calls=30.
 
-Moving it: dspy.configure(lm=...) is honoured as the task model (its model and api_base), but
-not its temperature=1 and max_tokens=32000: Skynet runs the program at [artifact] temperature and
-max_tokens (0.0 and 256 by default), so the port says them again in artifact=. The tutorial types its API key in and gives it to each dspy.LM; Skynet neither records nor
-sends an LM's api_key, so under Skynet the key goes in an environment variable (here
-OPENAI_API_KEY, set for both scripts).
+Moving it: dspy.configure(lm=...) is honoured as the task model as the tutorial sets it: its
+model and api_base, and its temperature=1 and max_tokens=32000 as the run's [artifact]
+temperature and max_tokens (artifact= would win). The reflection model is the tutorial's own
+dspy.LM, given as models=dict(reflection=dspy.LM(...)): its model, temperature and max_tokens
+are the run's reflection settings (recorded), its api_base and key reach the server (the key
+held in memory, never recorded), as for every dspy.LM Skynet is handed.
 
 Both scripts turn dspy's disk cache off (a line of the set-up, like the server's): its key
 leaves out api_base, so runs on this loopback server would otherwise share answers through

@@ -8,19 +8,20 @@ served by the OpenAI-compatible server PORTS_API_BASE names. The budget is cut t
 here: the tutorial's auto="light" (about 1,100 metric calls) is max_metric_calls=60.
 
 Moving it:
-- dspy.configure(lm=...) is honoured as the task model (its model and api_base), but not its
-  temperature=1, and its max_tokens (none: the provider's) becomes [artifact] max_tokens (256 by
-  default); the port says the temperature again in artifact=.
-- The metric's self-test is turned off: it scores each item's answer key as the program's
-  output, a Prediction of the example's `answer` (a JSON string), on which the metric, reading
-  pred.urgency, raises (self_test="contract" runs that same call).
-- Both scripts stop before the tutorial's "Bonus: Detailed Results" (a Graphviz DAG drawn from
-  optimized_program.detailed_results): a Skynet run's best program carries no detailed_results,
-  and RunResult.detailed_results names candidates by id where the bonus code (and gepa's
-  find_dominator_programs) takes their positions, so that part would not run unchanged.
-- The tutorial types its API key in and gives it to each dspy.LM; Skynet neither records nor
-  sends an LM's api_key, so under Skynet the key goes in an environment variable (here
-  OPENAI_API_KEY, set for both scripts).
+- dspy.configure(lm=...) is honoured as the task model as the tutorial sets it: its model and
+  api_base, and its temperature=1 as the run's [artifact] temperature; its max_tokens (none: the
+  provider's) is [artifact] max_tokens (256 by default).
+- The metric's self-test checks its return value on an empty output of the program's fields:
+  the example's label (`answer`, a JSON string) is none of the program's outputs, so there is
+  no answer key to score, and `skynet.optimize` says so in one line.
+- The tutorial's "Bonus: Detailed Results" (a Graphviz DAG drawn from
+  optimized_program.detailed_results) runs unchanged: the best program skynet.optimize returns
+  carries dspy.GEPA's detailed_results (track_stats=True), candidates and val items named by
+  their positions as there (RunResult.detailed_results names them by id).
+- The reflection model is the tutorial's own dspy.LM, given as models=dict(reflection=...): its
+  model, temperature and max_tokens are the run's reflection settings (recorded), its api_base
+  and key reach the server (the key held in memory, never recorded), as for every dspy.LM
+  Skynet is handed.
 
 Both scripts turn dspy's disk cache off (a line of the set-up, like the server's): its key
 leaves out api_base, so runs on this loopback server would otherwise share answers through
@@ -358,13 +359,15 @@ optimized_program = skynet.optimize(
     val=val_set,
     engine={"name": "dspy-gepa", "concurrency": 32, "options": {"use_merge": False}},
     models=dict(
-        reflection="openai/reflection-model",
-        reflection_temperature=1.0,
-        reflection_max_tokens=32000,
+        reflection=dspy.LM(
+            model="openai/reflection-model",
+            temperature=1.0,
+            max_tokens=32000,
+            api_key=api_key,
+            api_base=API_BASE,
+        ),
     ),
-    artifact={"temperature": 1},  # not taken from dspy.configure's LM
     budget={"max_metric_calls": 60},
-    self_test="off",  # its answer key (`answer`) is not the program's output fields
 ).best
 
 for name, pred in optimized_program.named_predictors():
@@ -376,3 +379,50 @@ for name, pred in optimized_program.named_predictors():
     print("*********************************")
 
 evaluate(optimized_program)
+
+# Bonus: Detailed Results
+# A GEPA run with `track_stats=True` returns detailed results in the `detailed_results`
+# attribute; the trajectory is drawn as a Graphviz DOT graph.
+
+
+def dag_to_dot(
+    parent_program_for_candidate, dominator_program_ids, best_program_idx, full_eval_scores
+):
+    dot_lines = ["digraph G {", "    node [style=filled, shape=circle, fontsize=50];"]
+    n = len(parent_program_for_candidate)
+    # Set up nodes with colors and scores in labels
+    for idx in range(n):
+        score = full_eval_scores[idx]
+        label = f"{idx}\\n({score:.2f})"
+        if idx == best_program_idx:
+            dot_lines.append(f'    {idx} [label="{label}", fillcolor=cyan, fontcolor=black];')
+        elif idx in dominator_program_ids:
+            dot_lines.append(f'    {idx} [label="{label}", fillcolor=orange, fontcolor=black];')
+        else:
+            dot_lines.append(f'    {idx} [label="{label}"];')
+
+    # Set up edges
+    for child, parents in enumerate(parent_program_for_candidate):
+        for parent in parents:
+            if parent is not None:
+                dot_lines.append(f"    {parent} -> {child};")
+
+    dot_lines.append("}")
+    return "\n".join(dot_lines)
+
+
+from gepa.gepa_utils import find_dominator_programs
+
+pareto_front_programs = find_dominator_programs(
+    optimized_program.detailed_results.per_val_instance_best_candidates,
+    optimized_program.detailed_results.val_aggregate_scores,
+)
+
+print(
+    dag_to_dot(
+        optimized_program.detailed_results.parents,
+        pareto_front_programs,
+        optimized_program.detailed_results.best_idx,
+        optimized_program.detailed_results.val_aggregate_scores,
+    )
+)

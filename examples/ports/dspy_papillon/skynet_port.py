@@ -12,19 +12,19 @@ Moving it:
 - The judge's own LM is outside Skynet's models: its calls are recorded as not measured metric
   calls ("Not measured: N model call(s) (metric N)" in the report), their cost unknown.
 - The program's own LMs (the predictors' local_lm, set with set_lm, and the untrusted_model
-  attribute) should take Skynet's path as task calls. Under the dspy-gepa engine they do not
-  yet: it runs the program without skynet.models.dspy_lm.take_over, so they call their
-  provider directly and the report shows task 0 calls (tests/test_ports.py holds this as an
-  expected failure).
-- The metric's self-test is turned off: it scores each item's answer key (target_response and
-  pii_str, not the program's response and llm_request) so the metric raises, and it would call
-  the judge.
-- max_full_evals=1 is one evaluation of train + val, 8 metric calls here; Skynet takes no
-  max_full_evals, and refuses a budget under 10 for dspy-gepa (the seed on 4 val items, then a
-  reflection step on 3 train items, twice), so the port gives max_metric_calls=10.
-- The tutorial types its API key in and gives it to each dspy.LM; Skynet neither records nor
-  sends an LM's api_key, so under Skynet the key goes in an environment variable (here
-  OPENAI_API_KEY, set for both scripts).
+  attribute) take Skynet's path as task calls: metered, cached, held to the budget.
+- The metric's self-test runs on one item (self_test="contract"): the metric calls the judge,
+  and a full self-test would call it on every item before the run. The example's labels
+  (target_response, pii_str) are none of the program's outputs (llm_request, response), so
+  there is no answer key: the metric's return value is checked on an empty output.
+- max_full_evals=1 is one evaluation of train + val, 8 metric calls here. Skynet takes it
+  (budget={"max_full_evals": 1}, counted as dspy counts it), but refuses a budget under 10 for
+  dspy-gepa (the seed on 4 val items, then a reflection step on 3 train items, twice: what
+  proposing once takes, and dspy.GEPA spends past its 8), so the port gives max_metric_calls=10.
+- The reflection model is the tutorial's own dspy.LM, given as models=dict(reflection=...): its
+  model, temperature and max_tokens are the run's reflection settings (recorded), its api_base
+  and key reach the server (the key held in memory, never recorded), as for every dspy.LM
+  Skynet is handed.
 
 Both scripts turn dspy's disk cache off (a line of the set-up, like the server's): its key
 leaves out api_base, so runs on this loopback server would otherwise share answers through
@@ -229,9 +229,11 @@ optimized_papillon = skynet.optimize(
     train=trainset,
     val=devset,
     engine={"name": "dspy-gepa", "concurrency": 16},
-    models={"reflection": "openai/reflection-model"},
-    budget={"max_metric_calls": 10},  # max_full_evals=1 (8 calls); Skynet takes 10 or more
-    self_test="off",  # its answer key is not the program's output fields; it would call the judge
+    models=dict(
+        reflection=dspy.LM(model="openai/reflection-model", api_key=api_key, api_base=API_BASE),
+    ),
+    budget={"max_metric_calls": 10},  # max_full_evals=1 is 8 calls: under the 10 Skynet needs
+    self_test="contract",  # the metric calls the judge: check it on one item, not all
 ).best
 
 print(optimized_papillon.craft_redacted_request.predict.signature.instructions)
