@@ -169,8 +169,8 @@ def _circles(body: dict) -> object:
 PORT_LIST = [
     Port("gepa_circle_packing", _circles, "Best packing code:", 49, call_only=False),
     Port("gepa_quickstart", _quickstart, "GEPA Optimized Prompt: ", 8),
-    Port("dspy_aime", _dspy_aime, AIME_BETTER, 18),
-    Port("dspy_facility_support", _dspy_facility_support, FACILITY_BETTER, 19),
+    Port("dspy_aime", _dspy_aime, AIME_BETTER, 14),
+    Port("dspy_facility_support", _dspy_facility_support, FACILITY_BETTER, 14),
     Port("dspy_papillon", _dspy_papillon, PAPILLON_BETTER, 13),
 ]
 

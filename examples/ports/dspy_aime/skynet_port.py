@@ -130,15 +130,13 @@ optimized_program = skynet.optimize(
     train=train_set,
     val=val_set,
     engine={"name": "dspy-gepa", "concurrency": 32, "reflection_minibatch_size": 3},
-    models=dict(
-        reflection=dspy.LM(
-            model="openai/reflection-model",
-            temperature=1.0,
-            max_tokens=32000,
-            api_key=api_key,
-            api_base=API_BASE,
-        ),
-    ),
+    models=dict(reflection=dspy.LM(
+        model="openai/reflection-model",
+        temperature=1.0,
+        max_tokens=32000,
+        api_key=api_key,
+        api_base=API_BASE,
+    )),
     budget={"max_metric_calls": 30},
 ).best
 

@@ -358,15 +358,13 @@ optimized_program = skynet.optimize(
     train=train_set,
     val=val_set,
     engine={"name": "dspy-gepa", "concurrency": 32, "options": {"use_merge": False}},
-    models=dict(
-        reflection=dspy.LM(
-            model="openai/reflection-model",
-            temperature=1.0,
-            max_tokens=32000,
-            api_key=api_key,
-            api_base=API_BASE,
-        ),
-    ),
+    models=dict(reflection=dspy.LM(
+        model="openai/reflection-model",
+        temperature=1.0,
+        max_tokens=32000,
+        api_key=api_key,
+        api_base=API_BASE,
+    )),
     budget={"max_metric_calls": 60},
 ).best
 
