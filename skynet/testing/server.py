@@ -158,6 +158,7 @@ class ScriptedServer:
         self._steps: deque[Step] = deque()
         self._lock = threading.Lock()
         self._closing = threading.Event()
+        self._crashed = threading.Event()  # crash(): every request from here on is dropped
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -267,6 +268,10 @@ class ScriptedServer:
                 return
 
             def do_POST(self) -> None:  # noqa: N802 — the http.server API
+                if server._crashed.is_set():  # a dead server answers nothing
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b"{}"
                 try:
@@ -393,13 +398,12 @@ class ScriptedServer:
 
     def crash(self) -> None:
         """Die as a crashed server does: stop listening and drop every open connection (stop()
-        lets a kept-alive connection go on being served)."""
+        lets a kept-alive connection go on being served). At once: a request that arrives
+        while the accept loop winds down (it polls every 0.5 s) is dropped unanswered."""
+        self._crashed.set()
         self._closing.set()
         with self._lock:
             httpd, self._httpd = self._httpd, None
-        if httpd is not None:
-            httpd.shutdown()  # no connection is accepted from here on
-        with self._lock:
             connections = list(self._connections)
         for connection in connections:
             try:
@@ -407,6 +411,7 @@ class ScriptedServer:
             except OSError:
                 pass  # already closed
         if httpd is not None:
+            httpd.shutdown()  # no connection is accepted from here on
             # Last: closing the server joins its handler threads, which a kept-alive connection
             # would hold open for ever (a crash that waited for them would never happen).
             httpd.server_close()
