@@ -9,7 +9,7 @@ asserted anywhere):
    is run twice per repeat, alternating which goes first:
      raw    - `gepa.optimize_anything` with an evaluator that calls the task model through
               `litellm.completion` and a reflection_lm callable doing the same (no skynet);
-     skynet - `skynet.runner.open_project` + `skynet.runner.run` on a fresh temp project
+     skynet - `skynet.project.open_project` + `skynet.runner.run` on a fresh temp project
               (fresh .skynet each time: no cache hits).
    Printed: wall times, the ratio skynet / raw (target <= 1.10), evaluations recorded in runs.db
    against the metric calls actually made, recorded rows per second.
@@ -479,14 +479,15 @@ def run_raw(folder: Path, server: Server, config: RawConfig) -> RunResult:
 
 
 def run_skynet(folder: Path, server: Server) -> RunResult:
-    """skynet.runner.open_project + run on the project folder (a fresh .skynet)."""
+    """skynet.project.open_project + run on the project folder (a fresh .skynet)."""
     global _PROBE
     from skynet import runner
+    from skynet.project import open_project, self_test
 
     assert not (folder / ".skynet").exists()
     server.take_counts()
     cpu0, t0 = time.process_time(), time.perf_counter()
-    project = runner.open_project(folder)
+    project = open_project(folder)
     _PROBE = probe = Probe(
         dict(project.artifact.components), frozenset(i.id for i in project.dataset.val)
     )
@@ -498,7 +499,7 @@ def run_skynet(folder: Path, server: Server) -> RunResult:
     counts = server.take_counts()
     # score() calls made by the self-test: the same self-test, run again, counted.
     before = len(calls_list)
-    runner.self_test(project)
+    self_test(project)
     selftest_calls = len(calls_list) - before
     metric_invocations = len(calls_list) - selftest_start - 2 * selftest_calls
     engine_outcome = probe.outcome  # type: ignore[attr-defined]

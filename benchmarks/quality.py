@@ -122,7 +122,7 @@ def _keep_engine_outcomes() -> None:
 def open_task(
     folder: Path, models: Models, *, budget: int, seed: int, concurrency: int | None
 ) -> Any:
-    from skynet import runner
+    from skynet.project import open_project
 
     overrides = {
         **models.overrides(),
@@ -132,14 +132,15 @@ def open_task(
     }
     if concurrency is not None:
         overrides["engine.concurrency"] = concurrency
-    return runner.open_project(folder, overrides=overrides)
+    return open_project(folder, overrides=overrides)
 
 
 def run_skynet(project: Any) -> Scores:
     from skynet import runner
+    from skynet.plan import engine_plan
 
     started = time.perf_counter()
-    plan = runner.engine_plan(project)
+    plan = engine_plan(project)
     outcome = runner.run(project, out=io.StringIO())
     test = runner.evaluate_candidate(
         project, outcome.best_candidate, split="test", run_id=outcome.run_id

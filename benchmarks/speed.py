@@ -135,7 +135,8 @@ def write_skynet_project(
     folder: Path, server: overhead.Server, variant: Variant, *, concurrency: int, budget: int
 ) -> str:
     """overhead's project with [engine] name = "auto"; returns the engine plan Skynet prints."""
-    from skynet import runner
+    from skynet.plan import engine_plan
+    from skynet.project import open_project
 
     overhead.write_project(
         folder, SHAPE, server_url=server.url, concurrency=concurrency, budget=budget, seed=0
@@ -147,7 +148,7 @@ def write_skynet_project(
     if variant.options:
         text += f"\n[engine.options]\n{variant.options}\n"
     toml.write_text(text)
-    return runner.engine_plan(runner.open_project(folder))
+    return engine_plan(open_project(folder))
 
 
 def in_flight(r: RunResult) -> tuple[float, int]:

@@ -149,6 +149,23 @@ class DspyGepaEngine:
     """dspy.GEPA, with the run's Evaluation as its metric."""
 
     name = "dspy-gepa"
+    # dspy.GEPA runs the program itself (ctx.program), on its own threads in this process.
+    runs_program = True
+    gepa_options_in = "gepa_kwargs"  # gepa's own options go through dspy.GEPA's gepa_kwargs
+
+    @staticmethod
+    def check_artifact(kind: str, settings: Any) -> None:
+        """Refuse what dspy.GEPA cannot run: code, and a prompt that sends each row's tools."""
+        if kind == "code":
+            raise ConfigError(
+                "engine 'dspy-gepa' optimizes DSPy programs and prompts, and [artifact] kind is "
+                "'code'; use engine 'gepa' (or 'auto')"
+            )
+        if getattr(settings, "tools", None):
+            raise ConfigError(
+                "engine 'dspy-gepa' cannot send each row's tools ([artifact] tools = 'row'); use "
+                "engine 'gepa' (or 'auto')"
+            )
 
     def min_metric_calls(self, *, train: int, val: int, minibatch_size: int) -> int:
         return val + 2 * min(minibatch_size, train)

@@ -572,11 +572,11 @@ def _project(
     lm: Any = None,
     lms: tuple[Any, ...] = (),
 ) -> tuple[Any, str]:
-    """The runner's Project for the call's pieces, every one checked as its file would be (`lm`:
+    """The Project for the call's pieces, every one checked as its file would be (`lm`:
     the configured dspy.LM that is the task model, see _configured_lm)."""
-    from skynet import runner
     from skynet.config import SplitConfig, config_from_tables
     from skynet.data import check_columns, dataset_from_rows, rows_from
+    from skynet.project import Project
 
     call = _EVALUATE if evaluate_only else _CALL
     given = {name: value for name, value in splits.items() if value is not None}
@@ -660,7 +660,7 @@ def _project(
     the_metric = _metric(metric, config, outputs_list)
     artifact = _artifact(seed, kind, config, inputs_list, user, store_dir, lm=lm)
     fit_to_artifact(the_metric, artifact)
-    project = runner.Project(
+    project = Project(
         dir=Path.cwd(),
         config=config,
         dataset=dataset,

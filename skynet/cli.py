@@ -52,7 +52,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from skynet.gain import split_notes
     from skynet.models import configure
-    from skynet.runner import engine_plan, open_project, self_test
+    from skynet.plan import engine_plan
+    from skynet.project import open_project, self_test
 
     project = open_project(folder_of(args), overrides_of(args))
     configure(project.config.models_config(), base_dir=project.dir)
@@ -242,11 +243,11 @@ _RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{4}")
 def _open_project(
     args: argparse.Namespace, command: str, overrides: dict[str, Any] | None = None
 ) -> Any:
-    """The project of `args`, as runner.open_project loads it; where the folder has no
+    """The project of `args`, as skynet.project.open_project loads it; where the folder has no
     skynet.toml, one line that says what the user most likely meant (a run id given as the
     folder, or a run made from Python, which the CLI cannot rerun without its code)."""
     from skynet.config import CONFIG_FILE
-    from skynet.runner import open_project
+    from skynet.project import open_project
 
     folder = folder_of(args)
     if not (folder / CONFIG_FILE).is_file():
@@ -328,7 +329,7 @@ def _summary(store: Any, run_id: str, args: argparse.Namespace, current: str | N
 
 
 def _current_hash(args: argparse.Namespace) -> str | None:
-    from skynet.runner import current_metric_hash
+    from skynet.project import current_metric_hash
 
     if store_of(args).resolve() != (folder_of(args) / ".skynet").resolve():
         return None  # another store's runs: the project here did not grade them

@@ -37,7 +37,7 @@ from types import ModuleType
 from typing import Any
 
 from skynet.data import Item
-from skynet.errors import ConfigError, ContractError, MetricError, MetricExited
+from skynet.errors import ConfigError, ContractError, MetricError, MetricExited, type_name
 from skynet.measure import TESTING, Observation, current_observation, scoring
 from skynet.printed import Printed, capturing
 from skynet.reward import RewardSpec, validate_spec
@@ -70,6 +70,19 @@ STDOUT_KEY = "metric_stdout"
 # The key of a timed-out result's extra that holds the limit it ran past (metric.time_s then): a
 # resumed run scores the item again when metric.time_s was raised since.
 TIMED_OUT_KEY = "metric_timed_out_s"
+
+# The id of the item a metric call scores (Metric.__call__'s item_id), for the adapters inside
+# it: a scorer behind the contract sees the run's item, not one made up from the input.
+_SCORED_ITEM: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "skynet_scored_item", default=None
+)
+
+
+def scored_item_id() -> str | None:
+    """The id of the item the metric call in progress scores; None outside one (or when its
+    caller named none)."""
+    return _SCORED_ITEM.get()
+
 
 _FIX = 'return a pair (score, {"feedback": "what is wrong and what right looks like"})'
 
@@ -424,7 +437,11 @@ class Metric:
         args = (input, output, expected) if self.arity == 3 else (input, output)
         # What score() prints is the item's, kept in its record: never the report's stdout.
         printed = Printed(self.limits.feedback_chars)
-        raw = self._call_limited(args, item_id, printed)
+        token = _SCORED_ITEM.set(item_id)
+        try:
+            raw = self._call_limited(args, item_id, printed)
+        finally:
+            _SCORED_ITEM.reset(token)
         result = validate_return(raw, item_id=item_id, where=self.where, limits=self.limits)
         text = printed.text()
         if text and STDOUT_KEY not in result.extra:
@@ -491,6 +508,7 @@ class Metric:
             item_id=item_id,
             traceback=tb,
             extra=_printed_extra(printed),
+            error_type=type_name(type(exc)),
         )
 
     def _exited(
@@ -508,6 +526,7 @@ class Metric:
             item_id=item_id,
             traceback=tb,
             extra=_printed_extra(printed),
+            error_type=type_name(type(exc)),
         )
 
     def answer_key(self, item: Item) -> Any:

@@ -21,6 +21,8 @@ __all__ = [
     "ACCEPTED_ONE_IN",
     "gepa_metric_calls",
     "gepa_proposals",
+    "Capabilities",
+    "capabilities",
 ]
 
 Candidate = dict[str, str]
@@ -186,7 +188,20 @@ class EngineOutcome:
 
 
 class Engine(Protocol):
-    """An optimizer. Never raises for an individual item; raises only for run-level faults."""
+    """An optimizer. Never raises for an individual item; raises only for run-level faults.
+
+    Besides these methods, an engine class may declare what the core must know of it, so the
+    core never asks for an engine by name (read by capabilities(); each has a default):
+
+        runs_program = True        # it runs the artifact itself, as a DSPy program
+                                   # (artifact.as_program, handed as ctx.program), on its own
+                                   # threads in this process: [engine] executor is not used
+        gepa_options_in = "gepa_kwargs"   # where gepa's own options go in [engine.options]
+                                          # (Auto's choices among them); default: at its top
+        @staticmethod
+        def check_artifact(kind: str, settings: Any) -> None:
+            # refuse, with a ConfigError, an artifact kind or [artifact] setting it cannot run
+    """
 
     name: str
 
@@ -204,6 +219,33 @@ class Engine(Protocol):
         ...
 
     def optimize(self, ctx: EngineContext) -> EngineOutcome: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What the core must know of an engine (see Engine): read from its class, never from its
+    name."""
+
+    runs_program: bool = False
+    gepa_options_in: str | None = None
+    check_artifact: Callable[[str, Any], None] | None = None
+
+
+def capabilities(name: str) -> Capabilities:
+    """The capabilities the engine registered under `name` declares (defaults for those it
+    does not).
+
+    Raises:
+        ConfigError: unknown name (the message lists the known ones).
+    """
+    from skynet import registry
+
+    kind = registry.load("engine", name)
+    return Capabilities(
+        runs_program=bool(getattr(kind, "runs_program", False)),
+        gepa_options_in=getattr(kind, "gepa_options_in", None),
+        check_artifact=getattr(kind, "check_artifact", None),
+    )
 
 
 def get_engine(name: str) -> Engine:

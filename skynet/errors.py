@@ -29,7 +29,14 @@ __all__ = [
     "RunAborted",
     "ProjectBusy",
     "TrackingError",
+    "type_name",
 ]
+
+
+def type_name(kind: type) -> str:
+    """An exception class's qualified name, as runs.db records an error's type
+    (`skynet.errors.ModelError`): data a resume reads, not text to parse."""
+    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 class SkynetError(Exception):
@@ -116,6 +123,8 @@ class MetricError(SkynetError):
         item_id: the item being scored.
         traceback: the formatted traceback of the metric's exception ("" for a time-out).
         extra: what Skynet kept of the call for the record, e.g. {"metric_stdout": ...}.
+        error_type: the type of the exception score() raised (type_name), None when it raised
+            none (a time-out, a judge's own verdict).
     """
 
     def __init__(
@@ -125,11 +134,13 @@ class MetricError(SkynetError):
         item_id: str | None,
         traceback: str = "",
         extra: dict[str, object] | None = None,
+        error_type: str | None = None,
     ) -> None:
         super().__init__(message)
         self.item_id = item_id
         self.traceback = traceback
         self.extra: dict[str, object] = dict(extra or {})
+        self.error_type = error_type
 
 
 class MetricExited(MetricError):

@@ -17,7 +17,14 @@ from typing import Any
 
 from skynet.contract import Metric
 from skynet.data import Item
-from skynet.errors import BudgetExhausted, CandidateFailed, ContractError, MetricError, ModelError
+from skynet.errors import (
+    BudgetExhausted,
+    CandidateFailed,
+    ContractError,
+    MetricError,
+    ModelError,
+    type_name,
+)
 from skynet.measure import Observation, metering, scoring
 from skynet.models import budget
 from skynet.warm_start import warming
@@ -80,6 +87,9 @@ class Result:
     traceback: str = ""
     notes: tuple[str, ...] = ()
     repetitions: tuple[Result, ...] = ()
+    # The type of the exception behind the error (skynet.errors.type_name): what a resume asks
+    # again is decided on it (skynet.session.transient), never by reading the traceback's text.
+    error_type: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -263,6 +273,7 @@ class Evaluation:
             else f"the artifact failed on item '{item.id}': {cause}",
             error_kind=kind,
             traceback="".join(traceback.format_exception(failure)),
+            error_type=type_name(type(failure)),
         )
 
     def score_output(self, item: Item, output: Any, obs: Observation | None) -> Result:
@@ -283,6 +294,7 @@ class Evaluation:
                     error_kind=METRIC_ERROR,
                     traceback=exc.traceback,
                     extra=dict(exc.extra),  # what score() printed before it failed
+                    error_type=exc.error_type or type_name(type(exc)),
                 )
             except ContractError as exc:
                 failed = Result(
@@ -291,6 +303,7 @@ class Evaluation:
                     observation=obs,
                     error=str(exc),
                     error_kind=CONTRACT_ERROR,
+                    error_type=type_name(type(exc)),
                 )
         if refused:
             # A judge call was refused (raised through the metric, or caught by it): neither an

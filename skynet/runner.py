@@ -7,7 +7,6 @@ nothing recorded is paid for twice and the engine reaches the same state it was 
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -15,16 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from skynet import registry
-from skynet.artifacts.base import Artifact
-from skynet.config import Config, load_config
-from skynet.contract import CheckReport, Metric, check_metric, load_metric, metric_file_hash
-from skynet.data import Dataset, Item, are_val_copies, load_dataset
-from skynet.dspy_metric import fit_to_artifact
+from skynet.contract import Metric
+from skynet.data import Item
 from skynet.engine import (
     Candidate,
     Engine,
-    EngineSettings,
     gepa_proposals,
     get_engine,
 )
@@ -32,8 +26,9 @@ from skynet.errors import BudgetExhausted, ConfigError, ContractError, RunAborte
 from skynet.evaluation import Evaluation, Result
 from skynet.gain import Gain, paired_gain
 from skynet.mean import Mean, Outcome, mean_of_results, paired_scores
-from skynet.measure import TESTING, Observation, scoring
-from skynet.models import Models, configure
+from skynet.models import Models
+from skynet.plan import EnginePlan, resolve_engine
+from skynet.project import Project, self_test
 from skynet.runs import EVALUATION, RunStore
 from skynet.runs.lock import Writer, one_writer
 from skynet.runs.store import RunRow
@@ -49,17 +44,13 @@ from skynet.session import (
 )
 
 __all__ = [
-    "Project",
     "RunAborted",
     "RunOutcome",
     "candidate_id",
-    "open_project",
-    "self_test",
     "run",
     "eval_target",
     "eval_targets",
     "gain_over",
-    "load_parts",
     "evaluate_candidate",
     "evaluation_run",
     "EvaluationOutcome",
@@ -67,336 +58,11 @@ __all__ = [
     "RescoreOutcome",
     "dry_run",
     "DryRunEstimate",
-    "current_metric_hash",
     "unsandboxed_warning",
 ]
 
 
-@dataclass(frozen=True, kw_only=True)
-class Project:
-    """A loaded project folder: config, data, metric and artifact, all checked."""
-
-    dir: Path
-    config: Config
-    dataset: Dataset
-    metric: Metric
-    artifact: Artifact
-    # Where runs.db, the run folders and the writer's lock go: the project's .skynet, or the
-    # store a Python caller named (skynet.optimize(store=...)). None: dir / ".skynet".
-    store: Path | None = None
-    # What made the project: "" for a project folder, else the Python call ("skynet.optimize()"),
-    # recorded with its runs so the CLI can say where a run's metric and rows live.
-    made_in: str = ""
-    # dspy.LMs a Python call gave as models (models={"reflection": dspy.LM(...)}): their models
-    # are reached as they say (api_base and key, in memory, never recorded).
-    lms: tuple[Any, ...] = ()
-
-    @property
-    def fingerprint(self) -> str:
-        """What, besides a candidate's texts, decides its outputs (task model, settings)."""
-        return self.artifact.fingerprint(self.config.artifact, self.config.models.task)
-
-    @property
-    def store_dir(self) -> Path:
-        """The folder holding runs.db, the run folders and the writer's lock."""
-        return self.store if self.store is not None else self.dir / ".skynet"
-
-    @property
-    def store_path(self) -> Path:
-        return self.store_dir / "runs.db"
-
-    def open_store(self) -> RunStore:
-        return RunStore(self.store_path)
-
-
-def open_project(project_dir: Path, overrides: dict[str, Any] | None = None) -> Project:
-    """Load and check everything a run needs, before any model call.
-
-    Raises:
-        ConfigError, DatasetError, ContractError: what is wrong, where, and the fix.
-        JudgeUnvalidated: metric = "judge" and no validation record accepts the judge.
-    """
-    project_dir = project_dir.absolute()  # keep a symlinked folder as the user named it
-    config = load_config(project_dir, overrides)
-    dataset = load_dataset(config)
-    metric, artifact = load_parts(project_dir, config, dataset, probe=True)
-    return Project(
-        dir=project_dir, config=config, dataset=dataset, metric=metric, artifact=artifact
-    )
-
-
-def load_parts(
-    project_dir: Path, config: Config, dataset: Dataset, *, probe: bool = False
-) -> tuple[Metric, Artifact]:
-    """A project folder's metric and artifact, checked (a worker process loads its own).
-
-    `probe`: import metric.py in a child process first, held to metric.import_time_s, so one
-    that hangs or ends the process at import is an error (a worker loads what was probed).
-
-    Raises:
-        ConfigError, ContractError: what is wrong, where, and the fix.
-    """
-    metric = _project_metric(project_dir, config, dataset, probe=probe)
-    # metric.time_s holds every metric to its time per call, metric.py or a built-in scorer.
-    metric.limits = dataclasses.replace(metric.limits, time_s=config.metric.time_s)
-    # The kind's loader (skynet.registry, group "skynet.artifacts") checks its own files.
-    artifact = registry.load("artifact", config.artifact.kind)(project_dir, config, dataset)
-    fit_to_artifact(metric, artifact)
-    return metric, artifact
-
-
-def _project_metric(
-    project_dir: Path,
-    config: Config,
-    dataset: Dataset,
-    *,
-    verified: bool = True,
-    probe: bool = False,
-) -> Metric:
-    """The project's metric: metric.py, a built-in scorer by name, or a scorer package's
-    (skynet.packages: the judge, reference, or a plugin's), which builds it from the project.
-
-    `verified=False` asks a package for its metric without refusing what a run would refuse
-    (an unverified reference set), for reporting what is stale.
-    """
-    from skynet.packages import package_for
-
-    package = package_for(config.metric.name)
-    if package is not None:
-        return package.metric(project_dir, config, dataset, verified=verified)
-    if config.metric.name:
-        from skynet.scorers import scorer_metric
-
-        return scorer_metric(config.metric.name, config.metric.options)
-    return load_metric(
-        project_dir / config.metric.path,
-        import_time_s=config.metric.import_time_s if probe else None,
-        outputs=config.data.outputs,
-    )
-
-
-def current_metric_hash(project_dir: Path) -> str | None:
-    """The hash results would be graded under now, or None when the project cannot say.
-
-    For `reference` the reference set is hashed as it is, verified or not, so `skynet show` can
-    say that results are stale after a reference was edited (before it is verified again).
-
-    Reading runs (show, view, export) asks this: it never imports the project's metric.py (a
-    downloaded project's code would run when someone looks at its runs); the file's bytes are
-    hashed, as load_metric hashes them. A built-in scorer or a scorer package is installed code,
-    built from skynet.toml's options.
-    """
-    try:
-        config = load_config(project_dir)
-        if not config.metric.name:
-            return metric_file_hash(project_dir / config.metric.path)
-        return _project_metric(
-            project_dir, config, load_dataset(config), verified=False
-        ).source_hash
-    except SkynetError:
-        return None
-
-
-def self_test(project: Project) -> CheckReport:
-    """The metric's self-test on the items a run will use (train and val), as far as
-    [metric] self_test asks."""
-    return check_metric(
-        project.metric,
-        [*project.dataset.train, *project.dataset.val],
-        mode=project.config.metric.self_test,
-        made=getattr(project.artifact, "output_fields", None),
-    )
-
-
-@dataclass(frozen=True, kw_only=True)
-class _EnginePlan:
-    name: str
-    why: str
-    max_metric_calls: int | None
-    settings: EngineSettings
-    frontier: str | None = None  # None: the engine's own default
-    patience: int | None = None
-    fit_to_budget: bool = False  # Auto's parallel proposals shrink as the budget runs out
-
-
-def _named_scores(project: Project) -> bool:
-    """Whether the metric returns named scores (asked once, on the first item's answer key)."""
-    items = [*project.dataset.val, *project.dataset.train]
-    for item in items[:1]:
-        try:
-            with scoring(Observation(elapsed_ms=0.0), source=TESTING):
-                return bool(
-                    project.metric(
-                        item.input, project.metric.answer_key(item), item.expected
-                    ).scores
-                )
-        except SkynetError:
-            return False
-    return False
-
-
-def _engine_settings(project: Project, options: dict[str, Any]) -> EngineSettings:
-    cfg = project.config
-    template = cfg.engine.reflection_template
-    if template not in ("", "gepa", "small"):
-        template = str(project.dir / template)  # a template file, relative to the project
-    return EngineSettings(
-        options=options,
-        reflection_template=template,
-        reflection_model=project.config.models_config().model_for("reflection"),
-        reflection_lm=None if isinstance(cfg.models.reflection, str) else cfg.models.reflection,
-        reflection_temperature=cfg.models.reflection_temperature,
-        reflection_max_tokens=cfg.models.reflection_max_tokens,
-        reflection_shows=(
-            None if cfg.engine.reflection_shows is None else tuple(cfg.engine.reflection_shows)
-        ),
-        artifact_kind=cfg.artifact.kind,
-        objective=cfg.engine.objective,
-        background=cfg.engine.background,
-        concurrency=cfg.engine.concurrency,
-    )
-
-
-def _task_slots(project: Project) -> tuple[int, str] | None:
-    """How many calls the task model takes at once, and its name (None: no task model)."""
-    if not project.artifact.uses_task_model:
-        return None  # e.g. code: each evaluation is a sandboxed process; its calls its own
-    models = project.config.models_config()
-    task = models.model_for("task")
-    return models.settings_for(task).max_concurrent, task
-
-
-def _option_set(options: dict[str, Any], name: str) -> bool:
-    """Whether [engine.options] sets gepa's option `name` (for dspy-gepa, in its gepa_kwargs)."""
-    kwargs = options.get("gepa_kwargs")
-    return name in options or (isinstance(kwargs, dict) and name in kwargs)
-
-
-def _with_auto_options(
-    engine: str, options: dict[str, Any], chosen: dict[str, str]
-) -> dict[str, Any]:
-    """[engine.options] with Auto's choices of gepa options where the user set none."""
-    if not chosen:
-        return options
-    if engine == "dspy-gepa":
-        kwargs = options.get("gepa_kwargs")
-        return {
-            **options,
-            "gepa_kwargs": {**(kwargs if isinstance(kwargs, dict) else {}), **chosen},
-        }
-    return {**options, **chosen}
-
-
-def _resolve_engine(project: Project) -> _EnginePlan:
-    """The engine to run, its budget and settings, and why (recorded with the run and printed).
-
-    Raises:
-        ConfigError: the engine cannot take this artifact, or its options or reflection
-            template are wrong (checked by the engine, before anything is spent).
-    """
-    plan = _choose_engine(project)
-    engine = get_engine(plan.name)
-    said = engine.choices(plan.settings)
-    return dataclasses.replace(plan, why="; ".join((plan.why, *said)))
-
-
-def _choose_engine(project: Project) -> _EnginePlan:
-    cfg = project.config
-    name, kind = cfg.engine.name, cfg.artifact.kind
-    options = dict(cfg.engine.options)
-    if name == "auto":
-        import importlib
-
-        auto = importlib.import_module("engines.auto")  # the core never imports engines eagerly
-        user_budget, budget_said = _call_budget(project)
-        plan = auto.plan(
-            kind=kind,
-            level=cfg.engine.auto,
-            train=len(project.dataset.train),
-            val=len(project.dataset.val),
-            minibatch_size=cfg.engine.reflection_minibatch_size,
-            named_scores=_named_scores(project),
-            budget_set_by_user=user_budget,
-            concurrency=cfg.engine.concurrency,
-            task_slots=_task_slots(project),
-            sampling_set_by_user=_option_set(options, "sampling_strategy"),
-            selection_set_by_user=_option_set(options, "selection_strategy"),
-        )
-        chosen = {
-            name: value
-            for name, value in (
-                ("sampling_strategy", plan.sampling),
-                ("selection_strategy", plan.selection),
-            )
-            if value is not None
-        }
-        return _EnginePlan(
-            name=plan.engine,
-            why="auto: " + "; ".join((*plan.reasons, *budget_said)),
-            max_metric_calls=plan.max_metric_calls or user_budget or cfg.budget.max_metric_calls,
-            settings=_engine_settings(project, _with_auto_options(plan.engine, options, chosen)),
-            frontier=plan.frontier,
-            patience=plan.patience,
-            fit_to_budget=plan.fit_to_budget,
-        )
-    if name == "dspy-gepa" and kind == "code":
-        raise ConfigError(
-            "engine 'dspy-gepa' optimizes DSPy programs and prompts, and [artifact] kind is "
-            "'code'; use engine 'gepa' (or 'auto')"
-        )
-    if name == "dspy-gepa" and cfg.artifact.tools:
-        raise ConfigError(
-            "engine 'dspy-gepa' cannot send each row's tools ([artifact] tools = 'row'); use "
-            "engine 'gepa' (or 'auto')"
-        )
-    user_budget, budget_said = _call_budget(project)
-    return _EnginePlan(
-        name=name,
-        why="; ".join((f"engine '{name}' named in the config", *budget_said)),
-        max_metric_calls=user_budget or cfg.budget.max_metric_calls,
-        settings=_engine_settings(project, options),
-    )
-
-
-def _call_budget(project: Project) -> tuple[int | None, tuple[str, ...]]:
-    """The metric-call budget the user set (None: none set, the default applies) and, when it
-    was given as [budget] max_full_evals, the line that says what it came to.
-
-    max_full_evals = N is dspy.GEPA's: N x (train + val) metric calls, or N x train when no val
-    was given (dspy.GEPA's valset=None; Skynet's val copies of the train items, which dspy
-    evaluates as the same items, are not counted again).
-    """
-    budget = project.config.budget
-    if budget.max_full_evals is None:
-        given = "max_metric_calls" in budget.model_fields_set
-        return (budget.max_metric_calls if given else None), ()
-    train, val = project.dataset.train, project.dataset.val
-    no_val = _val_copies(train, val)
-    calls = budget.max_full_evals * (len(train) + (0 if no_val else len(val)))
-    per_eval = f"{len(train)} train" + ("; no val given" if no_val else f" + {len(val)} val")
-    return calls, (
-        f"max_metric_calls = {calls} (max_full_evals = {budget.max_full_evals} x ({per_eval}))",
-    )
-
-
-def _val_copies(train: Sequence[Item], val: Sequence[Item]) -> bool:
-    """Whether the val items are the train items again (no val given: skynet.data.val_copies)."""
-    return are_val_copies(
-        {item.id: (item.input, item.expected) for item in train},
-        {item.id: (item.input, item.expected) for item in val},
-    )
-
-
-def engine_plan(project: Project) -> str:
-    """The engine a run would use and why, with its options and reflection template checked.
-
-    Raises:
-        ConfigError: the engine cannot take this artifact, or a bad option or template.
-    """
-    return _resolve_engine(project).why
-
-
-def _start(project: Project) -> tuple[Models, _EnginePlan, Engine, int, SelfTested]:
+def _start(project: Project) -> tuple[Models, EnginePlan, Engine, int, SelfTested]:
     """What a run and a dry run both do before spending: the model session, the metric's
     self-test, the engine plan, and the smallest budget that lets the engine propose once.
 
@@ -407,14 +73,7 @@ def _start(project: Project) -> tuple[Models, _EnginePlan, Engine, int, SelfTest
         ContractError: the metric failed its self-test.
         ConfigError: a money budget with a role whose model has no known price.
     """
-    models = configure(
-        dataclasses.replace(
-            project.config.models_config(), max_cost_usd=project.config.budget.max_cost_usd
-        ),
-        base_dir=project.dir,
-    )
-    models.check_budget_prices()  # before the self-test: a judge metric calls models
-    models.check_names()
+    models = project.models()  # price-checked before the self-test: a judge metric calls models
     if project.lms:
         from skynet.models.dspy_lm import adopt
 
@@ -423,7 +82,7 @@ def _start(project: Project) -> tuple[Models, _EnginePlan, Engine, int, SelfTest
     check_models = getattr(project.artifact, "check_models", None)
     if check_models is not None:
         check_models(models)  # a DSPy program's own LMs, taken over as task calls
-    plan = _resolve_engine(project)  # the engine's options are checked before any model call
+    plan = resolve_engine(project)  # the engine's options are checked before any model call
     with models.overheard() as calls:  # metered now, recorded once the run exists
         report = self_test(project)
     if not report.ok:
@@ -731,24 +390,13 @@ def evaluate_candidate(
     if not items:
         raise ConfigError(f"the {split} split is empty; give it items in skynet.toml [data]")
     # [budget] max_cost_usd holds an evaluation too (its own spend): every call reserves first.
-    models = configure(
-        dataclasses.replace(
-            project.config.models_config(), max_cost_usd=project.config.budget.max_cost_usd
-        ),
-        base_dir=project.dir,
-    )
-    models.check_budget_prices()
-    models.check_names()
+    models = project.models()
     store = project.open_store()
     store.check_integrity()
     row = store.get_run(run_id)
     evaluating_only = row.engine == EVALUATION
     models.subscribe(lambda record: store.record_call(run_id, record))
-    evaluation = Evaluation(
-        project.metric,
-        project.artifact.task(models, project.config.artifact),
-        repeat=project.config.artifact.repeat,
-    )
+    evaluation = project.evaluation(models)
     cid = candidate_id(candidate, project.fingerprint)
     store.add_candidate(run_id, cid, candidate)
     if evaluating_only:
@@ -979,7 +627,7 @@ def dry_run(project: Project, *, sample: int = 3) -> DryRunEstimate:
     minibatch = min(cfg.engine.reflection_minibatch_size, len(train))
     planned = plan.max_metric_calls or needed
     seed = dict(project.artifact.components)
-    evaluation = Evaluation(project.metric, project.artifact.task(models, project.config.artifact))
+    evaluation = project.evaluation(models, repeat=1)  # the sample runs each item once
     notes: list[str] = []
     task_costs: list[float | None] = []
     judge_before = models.ledgers["metric"].totals()

@@ -18,7 +18,7 @@ import json
 import sys
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from importlib import metadata
@@ -29,8 +29,16 @@ from typing import IO, TYPE_CHECKING, Any
 from skynet.contract import TIMED_OUT_KEY, CheckReport
 from skynet.data import SPLITS, Item
 from skynet.engine import Candidate, Engine, EngineContext, EngineOutcome
-from skynet.errors import BudgetExhausted, ConfigError, RunAborted, StorageError
-from skynet.evaluation import CANDIDATE_ERROR, METRIC_ERROR, Evaluation, Result
+from skynet.errors import (
+    BudgetExhausted,
+    ConfigError,
+    ModelError,
+    RunAborted,
+    SandboxFailed,
+    StorageError,
+    type_name,
+)
+from skynet.evaluation import CANDIDATE_ERROR, METRIC_ERROR, Result
 from skynet.executors import open_executor
 from skynet.mean import choose_best, mean_of
 from skynet.models import Models
@@ -44,7 +52,8 @@ from skynet.tracking import MlflowTracker
 from skynet.warm_start import BestSoFar
 
 if TYPE_CHECKING:
-    from skynet.runner import Project, _EnginePlan
+    from skynet.plan import EnginePlan
+    from skynet.project import Project
 
 __all__ = [
     "MIN_EVALUATIONS_BEFORE_ABORT",
@@ -126,6 +135,15 @@ def note_setup(project: Project, store: RunStore, run_id: str) -> None:
         store.set_note(run_id, "sandbox", project.artifact.isolation)
 
 
+def _own_proposer(options: Mapping[str, Any]) -> bool:
+    """Whether the user's callable writes the proposals (gepa's custom_candidate_proposer,
+    dspy.GEPA's instruction_proposer, or in its gepa_kwargs)."""
+    kwargs = options.get("gepa_kwargs")
+    tables = [options, kwargs if isinstance(kwargs, Mapping) else {}]
+    names = ("custom_candidate_proposer", "instruction_proposer")
+    return any(callable(table.get(name)) for table in tables for name in names)
+
+
 @dataclass
 class Progress:
     """The live progress line: metric calls used / budget, best val score, cost by role (an
@@ -138,6 +156,9 @@ class Progress:
     replayed: int = 0
     errors: int = 0
     best_val: float | None = None
+    # Roles whose cost Skynet cannot see while none of their calls is measured (a user's
+    # proposer writes the reflection role's proposals): "unknown", never $0, as in the report.
+    unseen: frozenset[str] = frozenset()
     _last: float = 0.0
     _open: bool = False  # the live line is on the screen without its newline
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -149,13 +170,19 @@ class Progress:
 
     def cost_and_counts(self, roles: Sequence[str] = ("task", "reflection", "metric")) -> str:
         """The line's tail: the cost of `roles`, the money budget's spend, replays and errors."""
-        cost = " ".join(f"{role} {self.models.ledgers[role].totals().cost_text}" for role in roles)
+        cost = " ".join(f"{role} {self._cost(role)}" for role in roles)
         money = self.models.budget
         if money.max_cost_usd is not None:
             cost += f" (${money.spent_usd:.4f} of ${money.max_cost_usd:g})"
         extra = f" · {self.replayed} replayed" if self.replayed else ""
         errors = f" · {self.errors} errors" if self.errors else ""
         return f"cost {cost}{extra}{errors}"
+
+    def _cost(self, role: str) -> str:
+        totals = self.models.ledgers[role].totals()
+        if role in self.unseen and totals.calls == totals.unmeasured_calls:
+            return "unknown"
+        return totals.cost_text
 
     def tick(self, force: bool = False) -> None:
         now = _monotonic()
@@ -206,19 +233,22 @@ class RunOutcome:
 
 # The failures of the model or the network (after the model layer's retries) and of the
 # sandbox's start: the item was never really tried, so a resumed run tries it again.
-_TRANSIENT = (
-    "skynet.errors.ModelError:",
-    "skynet.errors.SandboxFailed:",
-    "skynet.artifacts.code.SandboxFailed:",  # its name in runs recorded before it moved
+_TRANSIENT = frozenset(
+    {
+        type_name(ModelError),
+        type_name(SandboxFailed),
+        "skynet.artifacts.code.SandboxFailed",  # its name in runs recorded before it moved
+    }
 )
 
 
 def transient(result: Result) -> bool:
-    """Whether a recorded error was the model's, the network's or the sandbox's, not final."""
-    if result.ok or result.error_kind == CANDIDATE_ERROR or not result.traceback:
+    """Whether a recorded error was the model's, the network's or the sandbox's, not final:
+    decided on its recorded type (Result.error_type), a metric's included (a judge's model
+    call that failed)."""
+    if result.ok or result.error_kind == CANDIDATE_ERROR:
         return False
-    lines = result.traceback.strip().splitlines()
-    return bool(lines) and lines[-1].startswith(_TRANSIENT)
+    return result.error_type in _TRANSIENT
 
 
 def timed_out_below(result: Result, time_s: float | None) -> bool:
@@ -258,7 +288,7 @@ class RunSession:
         project: Project,
         *,
         models: Models,
-        plan: _EnginePlan,
+        plan: EnginePlan,
         resume: str | None,
         writer: Writer,
         out: IO[str] | None = None,
@@ -271,7 +301,12 @@ class RunSession:
         self.stream: IO[str] = out if out is not None else sys.stderr
         self.budget = plan.max_metric_calls
         # Made first: every line the run says goes through it (see say()).
-        self.progress = Progress(budget=self.budget, models=models, out=self.stream)
+        self.progress = Progress(
+            budget=self.budget,
+            models=models,
+            out=self.stream,
+            unseen=frozenset({"reflection"} if _own_proposer(plan.settings.options) else ()),
+        )
         self.train, self.val = project.dataset.train, project.dataset.val
         self.seed = dict(project.artifact.components)
         self.metric_hash = project.metric.source_hash
@@ -294,13 +329,15 @@ class RunSession:
         self.split_of = {item.id: "train" for item in self.train}
         self.split_of |= {item.id: "val" for item in self.val}
         self.split_of |= {item.id: SELECTION for item in self.selection}
-        self.evaluation = Evaluation(
-            project.metric, project.artifact.task(models, cfg.artifact), repeat=cfg.artifact.repeat
-        )
+        self.evaluation = project.evaluation(models)
         # Where the engine's evaluations run ([engine] executor); this process records them.
         # Started first: workers that cannot start (no Ray, no cluster) leave no run behind.
         self.executor = open_executor(
-            project, models, self.evaluation, self.say, engine_name=plan.name
+            project,
+            models,
+            self.evaluation,
+            self.say,
+            engine=plan.name if plan.runs_program else None,
         )
         try:
             self._open(resume, writer, running)
@@ -725,9 +762,7 @@ class RunSession:
             minibatch_size=cfg.engine.reflection_minibatch_size,
             log=self.say,
             engine_log=self.engine_log,
-            program=(
-                self.project.artifact.as_program(cfg.artifact) if plan.name == "dspy-gepa" else None
-            ),
+            program=self.project.artifact.as_program(cfg.artifact) if plan.runs_program else None,
             models=self.models,
             score_output=self.score_output,
             record_failure=self.record_failure,

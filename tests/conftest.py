@@ -55,3 +55,10 @@ def _no_model_session():
     if client._global is not None:
         client._global.close()
     client._global = None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test of the real embedded model is slow as well: `-m "not slow"` leaves it out."""
+    for item in items:
+        if item.get_closest_marker("embedded"):
+            item.add_marker(pytest.mark.slow)

@@ -8,7 +8,7 @@ import json
 import textwrap
 from pathlib import Path
 
-from skynet.testing import is_reflection, reply
+from skynet.testing import MODEL, is_reflection, reply
 
 COUNTRIES = [
     ("France", "Paris"), ("Japan", "Tokyo"), ("Italy", "Rome"), ("Peru", "Lima"),
@@ -47,6 +47,72 @@ task_responder = capital_responder()
 never_perfect = capital_responder(knows=lambda country: country != "Peru")
 
 
+def _toml(value: object) -> str:
+    """One TOML value as the tests' projects write it: "text", 1, 1.0, ["a", "b"], {k = "v"}."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def write_skynet_toml(
+    root: Path,
+    *,
+    inputs: list[str],
+    outputs: list[str],
+    url: str | None = None,
+    artifact: dict | None = None,
+    metric: dict | None = None,
+    engine: dict | None = None,
+    budget: int | None = None,
+    timeout_s: int | None = None,
+    prices: tuple[float, float] | None = None,
+    model: str = MODEL,
+    rest: str = "",
+) -> Path:
+    """Write a test project's skynet.toml: [data] from data.jsonl split by its "split" column,
+    then each section given, in skynet.toml's usual order; `url` adds [models] (`model` for the
+    task and the reflection) and its endpoint on the loopback server. `rest` is appended as it is.
+
+    The layout is fixed (a blank line before each `[section]`, `key = value` lines) because tests
+    edit the file as text: `.replace('name = "gepa"', ...)`, `.replace("[engine]\\n", ...)`.
+    """
+    sections: dict[str, dict | None] = {
+        "data": {
+            "path": "data.jsonl",
+            "inputs": inputs,
+            "outputs": outputs,
+            "split_column": "split",
+        },
+        "artifact": artifact,
+        "metric": metric,
+        "engine": engine,
+        "budget": None if budget is None else {"max_metric_calls": budget},
+    }
+    if url is not None:
+        endpoint = {"api_base": url, **({} if timeout_s is None else {"timeout_s": timeout_s})}
+        sections["models"] = {"task": model, "reflection": model}
+        sections[f'models.endpoints."{model}"'] = endpoint
+        if prices is not None:
+            sections[f'models.prices."{model}"'] = {
+                "input_per_mtok": prices[0],
+                "output_per_mtok": prices[1],
+            }
+    text = "".join(
+        f"\n[{name}]\n" + "".join(f"{key} = {_toml(value)}\n" for key, value in keys.items())
+        for name, keys in sections.items()
+        if keys is not None
+    )
+    path = root / "skynet.toml"
+    path.write_text(text + rest)
+    return path
+
+
 def make_project(root: Path, server_url: str, *, budget: int = 40, concurrency: int = 2) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     with open(root / "data.jsonl", "w") as f:
@@ -69,35 +135,15 @@ def make_project(root: Path, server_url: str, *, budget: int = 40, concurrency: 
         """
         )
     )
-    (root / "skynet.toml").write_text(
-        textwrap.dedent(
-            f"""
-        [data]
-        path = "data.jsonl"
-        inputs = ["country"]
-        outputs = ["capital"]
-        split_column = "split"
-
-        [engine]
-        name = "gepa"
-        concurrency = {concurrency}
-
-        [budget]
-        max_metric_calls = {budget}
-
-        [models]
-        task = "openai/skynet-test"
-        reflection = "openai/skynet-test"
-
-        [models.endpoints."openai/skynet-test"]
-        api_base = "{server_url}"
-        timeout_s = 10
-
-        [models.prices."openai/skynet-test"]
-        input_per_mtok = 1.0
-        output_per_mtok = 2.0
-        """
-        )
+    write_skynet_toml(
+        root,
+        inputs=["country"],
+        outputs=["capital"],
+        engine={"name": "gepa", "concurrency": concurrency},
+        budget=budget,
+        url=server_url,
+        timeout_s=10,
+        prices=(1.0, 2.0),
     )
     return root
 
@@ -137,17 +183,11 @@ def make_sum_code_project(
             f.write(json.dumps(row) + "\n")
     (root / "code.py").write_text(code)
     (root / "metric.py").write_text(textwrap.dedent(metric))
-    header = textwrap.dedent(
-        """
-        [data]
-        path = "data.jsonl"
-        inputs = ["n"]
-        outputs = ["total"]
-        split_column = "split"
-
-        [artifact]
-        kind = "code"
-        """
+    write_skynet_toml(
+        root,
+        inputs=["n"],
+        outputs=["total"],
+        artifact={"kind": "code"},
+        rest=textwrap.dedent(toml).lstrip("\n"),
     )
-    (root / "skynet.toml").write_text(header + textwrap.dedent(toml).lstrip("\n"))
     return root

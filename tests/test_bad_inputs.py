@@ -177,6 +177,7 @@ BROKEN = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("case", "act", "command", "needles"), BROKEN, ids=[c[0] for c in BROKEN])
 def test_an_unusable_project_file_is_one_line(project, capsys, case, act, command, needles):
     line = refused(project, capsys, act, command)
@@ -203,6 +204,7 @@ CANDIDATES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("case", "data", "needles"), CANDIDATES, ids=[c[0] for c in CANDIDATES])
 def test_an_unusable_candidate_file_is_one_line(project, capsys, case, data, needles):
     before = records(project)
@@ -346,6 +348,7 @@ def score(input, output, expected=None):
 """
 
 
+@pytest.mark.slow
 def test_the_metric_time_out_advises_a_key_that_works(tmp_path, scripted_server, capsys):
     # No optimization run: each evaluation goes in a run of its own, so the second one scores
     # again rather than replaying the first one's recorded time-outs.
@@ -370,6 +373,7 @@ def test_the_metric_time_out_advises_a_key_that_works(tmp_path, scripted_server,
 
 
 # At 30 the run stops at 22 calls: its best is perfect on val (tests/test_sweep3_budget.py).
+@pytest.mark.slow
 @pytest.mark.parametrize(("budget", "over"), [(20, True), (30, False), (40, False)])
 def test_a_run_past_max_metric_calls_says_why(tmp_path, scripted_server, capsys, budget, over):
     scripted_server.responder = task_responder

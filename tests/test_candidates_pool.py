@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from projects import BETTER, capital_responder, make_project
 
 from skynet.cli import main
@@ -12,6 +13,8 @@ from skynet.runs import RunStore
 from skynet.runs.report import in_pool, summarize
 from skynet.testing import is_reflection, reply
 from skynet.view.pages import candidates_html
+
+pytestmark = pytest.mark.slow
 
 
 def _worse_then_better():

@@ -67,13 +67,21 @@ def test_check_says_when_there_is_no_test_split(tmp_path, capsys):
 
 def test_examples_capitals_is_the_starter_as_a_real_folder(tmp_path):
     # A real folder (a symlink becomes a dangling link under `cp -r`), equal to what init writes.
+    # The source is skynet/templates/capitals (what `skynet init` writes, shipped in the wheel);
+    # examples/capitals is its copy for the README's `skynet run examples/capitals`.
     example = Path(__file__).resolve().parents[1] / "examples" / "capitals"
     assert not example.is_symlink()
     assert main(["init", str(tmp_path / "p")]) == 0
+    sync = "edit skynet/templates/capitals, then: cp skynet/templates/capitals/* examples/capitals/"
+    files = {p.name for p in example.iterdir() if p.is_file() and not p.name.startswith(".")}
+    assert files == {p.name for p in (tmp_path / "p").iterdir()}, sync
     for written in (tmp_path / "p").iterdir():
-        assert (example / written.name).read_bytes() == written.read_bytes(), written.name
+        assert (example / written.name).read_bytes() == written.read_bytes(), (
+            f"examples/capitals/{written.name} differs from the starter's; {sync}"
+        )
 
 
+@pytest.mark.slow
 def test_run_show_eval_end_to_end(tmp_path, scripted_server, capsys):
     scripted_server.responder = task_responder
     project = make_project(tmp_path / "p", scripted_server.url)
@@ -110,6 +118,7 @@ def test_run_show_eval_end_to_end(tmp_path, scripted_server, capsys):
     assert run_id in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_kill_and_resume_pays_nothing_twice(tmp_path, scripted_server):
     def slow(body):
         step = task_responder(body)
@@ -231,6 +240,7 @@ def test_a_budget_too_small_to_propose_is_refused_with_the_number(
     assert scripted_server.request_count == 0
 
 
+@pytest.mark.slow
 @pytest.mark.embedded
 def test_the_starter_runs_on_the_embedded_model(tmp_path, capsys):
     project = tmp_path / "capitals"
@@ -244,6 +254,7 @@ def test_the_starter_runs_on_the_embedded_model(tmp_path, capsys):
     assert calls["task"] >= 20 and calls["reflection"] >= 1 and rows >= 20
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path, scripted_server):
     def slow(body):
         return reply(task_responder(body).text, latency_s=0.2)
@@ -298,6 +309,7 @@ def test_a_failing_reflection_model_stops_the_run_with_exit_1(tmp_path, scripted
     assert evaluations < 60  # the budget was not burned on a run that could not propose
 
 
+@pytest.mark.slow
 def test_resuming_a_finished_run_is_refused(tmp_path, scripted_server, capsys):
     scripted_server.responder = task_responder
     project = make_project(tmp_path / "p", scripted_server.url, budget=20)
@@ -320,6 +332,7 @@ def test_set_overrides_any_key_and_a_bad_one_is_named(tmp_path, scripted_server,
     assert "KEY=VALUE" in one_line_error(capsys)
 
 
+@pytest.mark.slow
 def test_rescore_scores_saved_outputs_without_calling_the_task_model(
     tmp_path, scripted_server, capsys
 ):
@@ -441,6 +454,7 @@ def test_the_dry_run_counts_and_prices_the_confirmation(tmp_path, scripted_serve
 ATTACK = "\x1b[2J\x1b[31mPWNED\r"
 
 
+@pytest.mark.slow
 def test_eval_on_a_fresh_project_records_an_evaluation_only_run(tmp_path, scripted_server, capsys):
     from skynet.runs import EVALUATION, RunStore
 
@@ -485,6 +499,7 @@ def test_eval_on_a_fresh_project_records_an_evaluation_only_run(tmp_path, script
     assert "no finished run has a best candidate" in one_line_error(capsys)
 
 
+@pytest.mark.slow
 def test_eval_best_with_no_run_is_one_line_naming_the_fix(tmp_path, scripted_server):
     project = make_project(tmp_path / "p", scripted_server.url)
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
@@ -505,6 +520,7 @@ def test_eval_best_with_no_run_is_one_line_naming_the_fix(tmp_path, scripted_ser
     assert scripted_server.request_count == 0
 
 
+@pytest.mark.slow
 def test_eval_after_a_run_records_best_and_seed_in_that_run(tmp_path, scripted_server, capsys):
     from skynet.runs import RunStore
 
@@ -554,6 +570,7 @@ CRASHER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_eval_counts_a_crash_as_0_and_leaves_a_metric_error_out(tmp_path, capsys):
     project = make_code_eval_project(tmp_path / "p")
     (project / "crasher.py").write_text(CRASHER)

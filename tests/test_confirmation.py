@@ -13,6 +13,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
 from projects import BETTER, COUNTRIES, capital_responder, make_project
 
 from skynet.cli import main
@@ -56,6 +57,7 @@ def _summary(project: Path):
         return summarize(store, store.latest_run().id)
 
 
+@pytest.mark.slow
 def test_a_real_gain_is_confirmed_on_the_test_items(tmp_path, scripted_server, capsys):
     scripted_server.responder = TRANSFERS
     project = _project(tmp_path, scripted_server.url)
@@ -80,6 +82,7 @@ def test_a_real_gain_is_confirmed_on_the_test_items(tmp_path, scripted_server, c
     assert out.index("Gain on held-out") < out.index("Scores (")
 
 
+@pytest.mark.slow
 def test_a_val_win_that_does_not_carry_over_is_not_called_better(tmp_path, scripted_server, capsys):
     scripted_server.responder = OVERFITS
     project = _project(tmp_path, scripted_server.url)
@@ -168,6 +171,7 @@ def test_the_selection_split_is_carved_from_val_by_a_seeded_hash():
     assert other != {i.id for i in chosen}  # another seed, another split
 
 
+@pytest.mark.slow
 def test_holdout_selection_chooses_the_best_on_items_the_search_did_not_see(
     tmp_path, scripted_server, capsys
 ):

@@ -157,6 +157,7 @@ def _faulty_metric(input, output, expected=None):
     return float(right), {"feedback": "right" if right else f"expected {expected['total']}"}
 
 
+@pytest.mark.slow
 def test_a_candidate_failure_is_0_and_a_metric_fault_is_left_out(
     tmp_path, scripted_server, monkeypatch, capsys
 ):

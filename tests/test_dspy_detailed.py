@@ -128,6 +128,7 @@ def _instructions(program) -> dict[str, str]:
     return {name: p.signature.instructions for name, p in program.named_predictors()}
 
 
+@pytest.mark.slow
 def test_the_best_program_carries_a_dspy_gepa_result(run):
     result, _ = run
     dr = result.best.detailed_results
@@ -145,6 +146,7 @@ def test_the_best_program_carries_a_dspy_gepa_result(run):
     assert dr.seed == 0 and dr.log_dir is not None
 
 
+@pytest.mark.slow
 def test_its_indices_are_the_run_candidates_and_val_positions(run):
     result, val_ids = run
     dr, detail = result.best.detailed_results, result.detailed_results
@@ -215,6 +217,7 @@ def test_a_candidate_without_a_val_score_is_left_out_and_the_indices_renumbered(
     find_dominator_programs(dr.per_val_instance_best_candidates, dr.val_aggregate_scores)
 
 
+@pytest.mark.slow
 def test_the_facility_tutorials_bonus_draws_the_same_dag_under_skynet(tmp_path):
     """The tutorial's "Bonus: Detailed Results" (examples/ports/dspy_facility_support): under
     dspy.GEPA and under Skynet, on the same scripted models, the same Graphviz DAG: the same

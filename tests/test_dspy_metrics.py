@@ -54,6 +54,7 @@ def test_a_dspy_metric_is_known_by_what_it_accepts(source, dspy_form):
     assert is_dspy_metric(_defs(source)["f"]) is dspy_form
 
 
+@pytest.mark.slow
 def test_the_aime_metric_runs_from_metric_py_and_check_says_how(tmp_path, scripted_server, capsys):
     scripted_server.responder = responder
     project = make_dspy_project(tmp_path / "p", scripted_server.url)
@@ -254,6 +255,7 @@ def test_artifact_given_wins_over_the_configured_lms_settings(tmp_path, scripted
     assert (artifact["temperature"], artifact["max_tokens"]) == (0.25, 16000)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("executor", ["threads", "processes"])
 def test_a_configured_lms_api_key_is_sent_and_never_recorded(tmp_path, scripted_server, executor):
     """Under a money budget with the model's price declared (and no endpoint): the price is
@@ -275,6 +277,7 @@ def test_a_configured_lms_api_key_is_sent_and_never_recorded(tmp_path, scripted_
     assert not [path for path in stored if KEY.encode() in path.read_bytes()]
 
 
+@pytest.mark.slow
 def test_a_resumed_run_reaches_the_configured_lm_as_the_run_did(tmp_path, scripted_server):
     """On resume the recorded tables name the task model: the configured LM is still the one
     that reaches it (api_base and key, not recorded), at the recorded settings."""

@@ -95,7 +95,7 @@ def test_best_against_seed_takes_both_from_the_run_that_has_the_best(
 ):
     """--against best: the run that holds the best anchors both sides, so the seed compared is
     that run's own seed (recorded in it), not a new evaluation-only run."""
-    from skynet.runner import open_project
+    from skynet.project import open_project
 
     scripted_server.responder = task_responder
     project = make_project(tmp_path / "p", scripted_server.url)

@@ -27,6 +27,7 @@ def printed() -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_the_ratio_is_printed(printed: str) -> None:
     found = re.search(
         r"^ratio skynet/dspy: ([0-9.]+)x \(target <= 1\.10: (met|missed)\)$", printed, re.M
@@ -39,6 +40,7 @@ def test_the_ratio_is_printed(printed: str) -> None:
 SIDES = [("dspy", "dspy.Evaluate"), ("skynet", "skynet.evaluate")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("case", "side"), SIDES, ids=[c[0] for c in SIDES])
 def test_each_side_scores_every_row_with_rows_in_flight_at_once(printed: str, case, side) -> None:
     found = re.search(

@@ -84,6 +84,7 @@ def _recorded(store_dir, run_id) -> dict[str, tuple]:
         store.close()
 
 
+@pytest.mark.slow
 def test_rows_are_in_flight_at_once_and_recorded_as_one_at_a_time(tmp_path, scripted_server):
     responder = InFlight(0.3)
     scripted_server.responder = responder
@@ -103,6 +104,7 @@ def test_rows_are_in_flight_at_once_and_recorded_as_one_at_a_time(tmp_path, scri
     assert wide.mean == one.mean == 7 / 8
 
 
+@pytest.mark.slow
 def test_the_cli_eval_runs_at_the_projects_concurrency(tmp_path, scripted_server):
     responder = InFlight(0.3)
     scripted_server.responder = responder
@@ -143,6 +145,7 @@ def test_progress_goes_to_out(tmp_path, scripted_server):
     assert lines[-1] == "evaluated 8/8 · mean 0.875 · cost task unpriced metric $0.0000"
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_every_finished_row(tmp_path, scripted_server):
     """Ctrl-C while rows are in flight: those in flight finish and are recorded with those done
     before, the rows not started are not, and the run is marked stopped."""

@@ -66,6 +66,7 @@ def _kill_at(moment, kill):
     return respond
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("executor", ["processes", "ray"])
 def test_workers_record_the_same_run_as_threads(tmp_path, scripted_server, capsys, executor):
     scripted_server.responder = task_responder
@@ -86,6 +87,7 @@ def test_workers_record_the_same_run_as_threads(tmp_path, scripted_server, capsy
     assert multiprocessing.active_children() == []  # the workers are gone with the run
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("executor", ["processes", "ray"])
 def test_the_governor_is_one_limit_for_every_worker(tmp_path, scripted_server, capsys, executor):
     in_flight = peak = 0
@@ -117,6 +119,7 @@ def test_the_governor_is_one_limit_for_every_worker(tmp_path, scripted_server, c
     assert peak == 2
 
 
+@pytest.mark.slow
 def test_the_money_budget_is_one_budget_for_every_worker(tmp_path, scripted_server, capsys):
     scripted_server.responder = task_responder
     scripted_server.bill(input_per_mtok=1.0, output_per_mtok=2.0)
@@ -133,6 +136,7 @@ def test_the_money_budget_is_one_budget_for_every_worker(tmp_path, scripted_serv
     assert 0 < scripted_server.billed_usd <= limit
 
 
+@pytest.mark.slow
 def test_a_killed_worker_is_replaced_and_its_evaluation_recorded_once(
     tmp_path, scripted_server, capsys
 ):
@@ -175,6 +179,7 @@ def test_bad_executor_settings_are_one_line(tmp_path, scripted_server, capsys, s
     assert scripted_server.request_count == 0
 
 
+@pytest.mark.slow
 def test_serving_the_governors_leaves_the_process_streams_alone(monkeypatch):
     # multiprocessing's Server.serve_forever resets sys.stdout and sys.stderr when it ends: in a
     # notebook, the driver's output would leave the notebook. The coordinator must not.
@@ -225,6 +230,7 @@ def ray_cluster(tmp_path):
         subprocess.run([*ray, "stop", "--force"], capture_output=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_a_run_joins_a_ray_cluster_and_survives_a_killed_worker(
     tmp_path, scripted_server, capsys, ray_cluster
 ):
@@ -279,6 +285,7 @@ def test_ray_not_installed_is_one_line_saying_how(tmp_path, scripted_server, cap
     assert scripted_server.request_count == 0
 
 
+@pytest.mark.slow
 def test_skynet_optimize_runs_on_worker_processes_with_the_callers_metric(
     tmp_path, scripted_server, monkeypatch
 ):
@@ -324,6 +331,7 @@ def _children_of(pid: int) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_a_killed_driver_takes_its_workers_with_it_and_the_run_resumes(
     tmp_path, scripted_server, capsys
 ):
@@ -364,11 +372,12 @@ def test_a_killed_driver_takes_its_workers_with_it_and_the_run_resumes(
     assert _records(project)[:3] == _records(calm)[:3]
 
 
+@pytest.mark.slow
 def test_a_twin_request_in_flight_on_two_workers_is_sent_once(tmp_path, scripted_server):
     from skynet.evaluation import Evaluation
     from skynet.executors import open_executor
     from skynet.models import configure
-    from skynet.runner import open_project
+    from skynet.project import open_project
 
     asked = []
 
@@ -428,6 +437,7 @@ def run(input):
 """
 
 
+@pytest.mark.slow
 def test_a_hostile_code_candidate_on_a_worker_reaches_nothing_outside_its_sandbox(
     tmp_path, scripted_server, capsys
 ):

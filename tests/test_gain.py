@@ -68,6 +68,7 @@ _REAL = {"right": 0.4, "fixes": 7 / 12, "breaks": 1 / 8}
 _NULL = {"right": 0.5, "fixes": 0.3, "breaks": 0.3}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [26, 40])
 def test_the_interval_covers_a_true_0_1_gain_95_percent_of_the_time(n):
     rng = np.random.default_rng(26)
@@ -75,6 +76,7 @@ def test_the_interval_covers_a_true_0_1_gain_95_percent_of_the_time(n):
     assert 0.93 <= covered <= 0.97, covered
 
 
+@pytest.mark.slow
 def test_the_interval_covers_a_true_graded_gain_95_percent_of_the_time():
     rng = np.random.default_rng(26)
     # A fresh draw from Beta(3, 2) (mean 0.6) for half of each score: a true gain of 0.1.
@@ -82,6 +84,7 @@ def test_the_interval_covers_a_true_graded_gain_95_percent_of_the_time():
     assert 0.93 <= covered <= 0.97, covered
 
 
+@pytest.mark.slow
 def test_no_true_0_1_gain_is_rarely_called_better():
     rng = np.random.default_rng(26)
     covered, better = _simulate(lambda: _binary(rng, 40, **_NULL), truth=0.0)
@@ -89,6 +92,7 @@ def test_no_true_0_1_gain_is_rarely_called_better():
     assert 0.93 <= covered <= 0.97, covered
 
 
+@pytest.mark.slow
 def test_no_true_graded_gain_is_rarely_called_better():
     rng = np.random.default_rng(26)
     # The fresh draw has the seed's own distribution: each difference is symmetric about 0,
@@ -98,6 +102,7 @@ def test_no_true_graded_gain_is_rarely_called_better():
     assert 0.93 <= covered <= 0.97, covered
 
 
+@pytest.mark.slow
 def test_a_true_gain_of_0_3_on_40_items_is_called_better_at_least_80_percent_of_the_time():
     # Paired as real candidates are: the best keeps most of what the seed got right. Under
     # independent scores (seed right on 35%, best on 65%: the worst case for pairing, every
@@ -278,6 +283,7 @@ def _judge_sample(rng, n: int, labelled: int, *, tpr=0.9, tnr=0.85, real=_REAL):
     return _judged(rng, seed, tpr, tnr), _judged(rng, best, tpr, tnr), pairs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("n", "labelled"), [(26, 30), (40, 40), (100, 60)])
 def test_the_judge_corrected_interval_covers_the_true_gain_95_percent_of_the_time(n, labelled):
     """In true accuracy: the judge (tpr 0.9, tnr 0.85) sees a gain of 0.3 as 0.225; the
@@ -294,6 +300,7 @@ def test_the_judge_corrected_interval_covers_the_true_gain_95_percent_of_the_tim
     assert raw_covered < covered
 
 
+@pytest.mark.slow
 def test_no_true_gain_under_a_judge_is_rarely_called_better():
     rng = np.random.default_rng(27)
     better = sum(

@@ -91,6 +91,7 @@ REFUSED = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["check", "run"])
 @pytest.mark.parametrize(("case", "source", "names"), REFUSED, ids=[r[0] for r in REFUSED])
 def test_a_metric_that_exits_is_one_line_before_anything_runs(
@@ -117,6 +118,7 @@ DURING_A_RUN = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("case", "act", "recorded"), DURING_A_RUN, ids=[r[0] for r in DURING_A_RUN]
 )
@@ -140,6 +142,7 @@ def test_a_metric_that_exits_on_one_item_of_a_run_is_that_items_error(
     assert errors[0].extra.get("metric_stdout") == "scoring Peru\n"  # printed, then exited
 
 
+@pytest.mark.slow
 def test_what_score_prints_is_kept_per_item_and_not_in_the_report(project, capsys):
     before = _runs(project)
     (project / "metric.py").write_text(_metric('print("DEBUG", input["country"], output[:12])\n'))
@@ -167,6 +170,7 @@ def test_what_score_prints_is_kept_per_item_and_not_in_the_report(project, capsy
     assert "extra.metric_stdout" in shown
 
 
+@pytest.mark.slow
 def test_what_score_writes_to_stderr_is_kept_with_its_prints(project):
     # A print to stderr, and a warning (shown through sys.stderr), are the item's record too,
     # in the order written; neither reaches the terminal.
@@ -201,6 +205,7 @@ def test_what_score_writes_to_stderr_is_kept_with_its_prints(project):
     assert warned >= 1
 
 
+@pytest.mark.slow
 def test_a_long_print_is_cut_with_a_note(project, capsys):
     (project / "metric.py").write_text(_metric('print("x" * 10000)\n'))
     assert main(["-C", str(project), "run"]) == 0
@@ -209,6 +214,7 @@ def test_a_long_print_is_cut_with_a_note(project, capsys):
     assert kept.startswith("x" * 4000) and "[cut: 6001 more character(s) printed]" in kept
 
 
+@pytest.mark.slow
 def test_a_real_ctrl_c_while_score_runs_still_stops_the_run(tmp_path, scripted_server):
     scripted_server.responder = task_responder
     root = make_project(tmp_path / "p", scripted_server.url, budget=40, concurrency=1)

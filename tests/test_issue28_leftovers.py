@@ -85,6 +85,7 @@ def test_max_full_evals_is_metric_calls_as_dspy_counts_them(
     assert f"of {calls}" in result.report()  # "Metric calls used: N of M"
 
 
+@pytest.mark.slow
 def test_a_run_given_max_full_evals_resumes_from_python_with_its_budget(
     tmp_path, scripted_server, monkeypatch
 ):
@@ -182,12 +183,17 @@ def test_a_proposers_reflection_cost_is_unknown_never_zero(
     def propose(candidate, reflective_dataset, components_to_update):
         return {name: BETTER for name in components_to_update}
 
+    out = io.StringIO()
     result = _optimize(
         scripted_server.url,
         budget={"max_metric_calls": 30},
         engine={"options": {"custom_candidate_proposer": propose}},
+        out=out,
     )
     assert result.best == BETTER
+    # The live progress line says so too: "reflection unknown", never "reflection $0.0000".
+    progress = [line for line in out.getvalue().splitlines() if line.startswith("metric calls")]
+    assert progress and all(" reflection unknown " in line for line in progress), progress
     cost = json.loads(_show(tmp_path, result.run_id, capsys, "--json"))["cost"]
     # The proposer's own model calls are outside Skynet: the role made none through it, and
     # its cost is unknown (null), not $0; the task's stays measured.

@@ -111,6 +111,7 @@ def test_a_provoked_400_is_the_candidates_failure_not_a_model_error(
     assert {r.error_kind for r in laundered.results if r.error} == {TASK_ERROR}
 
 
+@pytest.mark.slow
 def test_a_nan_temperature_is_refused_before_it_is_sent(scripted_server, tmp_path, monkeypatch):
     result = _evaluate(LAUNDER_NAN, scripted_server, tmp_path / "defended")
     assert result.mean == pytest.approx(1 / 3)

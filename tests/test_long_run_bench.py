@@ -23,6 +23,7 @@ def printed() -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "key",
     ["rss_start_mb", "rss_end_mb", "rss_peak_mb", "rss_end_over_start", "calls_per_s_early",
@@ -35,6 +36,7 @@ def test_figure_printed(printed: str, key: str) -> None:
     assert float(found.group(1)) > 0
 
 
+@pytest.mark.slow
 def test_run_spends_its_budget(printed: str) -> None:
     found = re.search(r"run: (\d+) evaluations recorded.*stopped by: (.*)$", printed, re.M)
     assert found, printed

@@ -22,6 +22,8 @@ from skynet.runs import RunStore, runs_db_path
 from skynet.testing.server import ScriptedServer
 from skynet.tracking import RUN_TAG, MlflowTracker, flatten_config
 
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("mlflow")
 from mlflow.tracking import MlflowClient  # noqa: E402
 

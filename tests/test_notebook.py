@@ -86,6 +86,7 @@ def test_the_saved_notebook_has_no_outputs():
     assert code and all(c.outputs == [] and c.execution_count is None for c in code)
 
 
+@pytest.mark.slow
 def test_the_notebook_runs_on_a_real_kernel(tmp_path, scripted_server, monkeypatch, kernel_name):
     scripted_server.responder = task_responder
     # The kernel inherits this process's environment: the notebook's model cell reads it.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 
 import dspy
+import pytest
 from artifacts.test_dspy_runs import CAPITAL, responder
 from test_python_api import _tables
 
@@ -59,6 +60,7 @@ def _sent(server, model: str) -> int:
     return sum(1 for body in server.requests if body.get("model") == model.split("/", 1)[1])
 
 
+@pytest.mark.slow
 def test_a_predictors_own_lm_takes_skynets_path_as_task_calls(
     tmp_path, scripted_server, monkeypatch
 ):
@@ -142,6 +144,7 @@ def _judge_responder(body):
     return responder(body)
 
 
+@pytest.mark.slow
 def test_a_metrics_judge_with_its_own_lm_is_recorded_unmeasured_never_0(
     tmp_path, scripted_server, monkeypatch
 ):
@@ -168,6 +171,7 @@ def test_a_metrics_judge_with_its_own_lm_is_recorded_unmeasured_never_0(
     assert f"Not measured: {len(judged)} model call(s) (metric {len(judged)})" in text
 
 
+@pytest.mark.slow
 def test_the_configured_lm_a_metrics_judge_uses_is_metered_as_metric_calls(
     tmp_path, scripted_server, monkeypatch
 ):
@@ -205,6 +209,7 @@ def test_the_configured_lm_a_metrics_judge_uses_is_metered_as_metric_calls(
     assert len(sent) == scripted_server.request_count  # nothing went around Skynet
 
 
+@pytest.mark.slow
 def test_the_self_tests_model_calls_are_recorded_and_reported(
     tmp_path, scripted_server, monkeypatch
 ):

@@ -20,10 +20,9 @@ from skynet import registry
 from skynet.cli import main
 
 PLUGIN = '''
-"""tiny_plugin: a throwaway Skynet plugin (one artifact kind, one engine, one scorer)."""
-from skynet.engine import EngineOutcome
-from skynet.errors import ConfigError
-from skynet.scorers.base import Reply, Verdict
+"""tiny_plugin: a throwaway Skynet plugin (one artifact kind, one engine, one scorer), which
+imports Skynet's only through the plugin facade, skynet.plugin."""
+from skynet.plugin import ConfigError, EngineOutcome, Reply, Verdict
 
 
 class TinyText:
@@ -127,9 +126,7 @@ class TinyContains:
 
 from pydantic import Field
 
-from skynet.commands import EXIT_OK, folder_of, with_dir
-from skynet.config import Section, load_config
-from skynet.packages import ReportSection
+from skynet.plugin import EXIT_OK, ReportSection, Section, folder_of, load_config, with_dir
 
 
 class PanelSection(Section):
@@ -146,7 +143,7 @@ class TinyPanel:
     section = PanelSection
 
     def metric(self, project_dir, config, dataset, *, verified):
-        from skynet.scorers import metric_of
+        from skynet.plugin import metric_of
 
         section = config.section("tiny-panel")
         if section is None:
@@ -220,6 +217,7 @@ def _plugin_project(root: Path, url: str) -> Path:
     return project
 
 
+@pytest.mark.slow
 def test_a_plugin_engine_and_scorer_run_from_skynet_toml_in_a_process_of_their_own(
     installed, tmp_path, scripted_server
 ):
@@ -243,6 +241,7 @@ def test_a_plugin_engine_and_scorer_run_from_skynet_toml_in_a_process_of_their_o
     assert "+1.000" in done.stdout
 
 
+@pytest.mark.slow
 def test_a_plugin_is_found_from_python_and_listed_among_the_known(
     installed, tmp_path, scripted_server, monkeypatch
 ):
@@ -264,6 +263,7 @@ def test_a_plugin_is_found_from_python_and_listed_among_the_known(
     assert result.best == BETTER and result.best_score == 1.0
 
 
+@pytest.mark.slow
 def test_a_plugin_artifact_kind_runs_optimizes_and_evaluates_with_no_edit_to_skynet(
     installed, tmp_path, scripted_server, capsys
 ):
@@ -311,6 +311,7 @@ def test_without_the_plugin_its_names_are_unknown(tmp_path):
         registry.load("scorer", "tiny-contains")
 
 
+@pytest.mark.slow
 def test_a_plugin_scorer_package_brings_its_section_command_and_report(
     installed, tmp_path, scripted_server, capsys
 ):
@@ -339,3 +340,23 @@ def test_a_plugin_scorer_package_brings_its_section_command_and_report(
     assert main(["-C", str(project), "check"]) == 2
     err = capsys.readouterr().err.strip()
     assert "unknown key 'tiny-panel.colum'; did you mean 'tiny-panel.column'?" in err, err
+
+
+def test_the_plugin_facade_resolves_every_name_it_lists():
+    """skynet.plugin is what plugins import: every name it lists is there (a module that moves
+    breaks this test, not the plugins), and importing it loads none of them."""
+    import subprocess
+    import sys
+
+    import skynet.plugin as facade
+
+    assert sorted(facade.__all__) == sorted(facade._HOMES)
+    for name in facade.__all__:
+        assert getattr(facade, name) is not None, name
+    lazy = subprocess.run(
+        [sys.executable, "-c", "import sys, skynet.plugin; print('skynet.scorers' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert lazy.stdout.strip() == "False"

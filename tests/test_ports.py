@@ -216,6 +216,7 @@ def test_only_the_optimizer_call_changes(port):
     assert not port.call_only or all(call.search(line) for line in removed + added), removed + added
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("port", PORT_LIST, ids=[p.name for p in PORT_LIST])
 def test_the_tutorial_and_its_port_both_run(port, tmp_path):
     with ScriptedServer(responder=port.responder) as server:
@@ -246,6 +247,7 @@ def papillon_run(tmp_path_factory):
     return render_text(summary), summary_json(summary), calls
 
 
+@pytest.mark.slow
 def test_papillons_judge_with_its_own_lm_is_reported_not_measured(papillon_run):
     text, summary, calls = papillon_run
     judged = [c for c in calls if c.role == "metric"]
@@ -257,6 +259,7 @@ def test_papillons_judge_with_its_own_lm_is_reported_not_measured(papillon_run):
     assert f"Not measured: {len(judged)} model call(s) (metric {len(judged)})" in text
 
 
+@pytest.mark.slow
 def test_papillons_untrusted_model_calls_are_task_calls(papillon_run):
     _, summary, calls = papillon_run
     untrusted = [c for c in calls if c.model == "openai/large-model" and c.role == "task"]

@@ -50,6 +50,7 @@ def _evaluations(db) -> list[tuple]:
         )
 
 
+@pytest.mark.slow
 def test_optimize_from_python_records_the_run_the_cli_makes(tmp_path, scripted_server, monkeypatch):
     scripted_server.responder = task_responder
     # The CLI's run of the same project (files on disk) ...
@@ -185,6 +186,7 @@ def sum_score(input, output, expected=None):
     return float(right), {"feedback": "right" if right else f"expected {expected['total']}"}
 
 
+@pytest.mark.slow
 def test_a_code_seed_runs_sandboxed_and_comes_back_as_code(tmp_path, scripted_server, monkeypatch):
     from skynet.testing import reply
 
@@ -208,6 +210,7 @@ def test_a_code_seed_runs_sandboxed_and_comes_back_as_code(tmp_path, scripted_se
     assert ev.mean == 1.0
 
 
+@pytest.mark.slow
 def test_rows_as_a_dataframe_and_as_a_file_make_the_same_dataset(tmp_path, scripted_server):
     import json
 
@@ -236,6 +239,7 @@ def test_rows_as_a_dataframe_and_as_a_file_make_the_same_dataset(tmp_path, scrip
     assert built["list"].train[0].expected.keys() == {"capital"}
 
 
+@pytest.mark.slow
 def test_resume_goes_on_from_what_was_recorded(tmp_path, scripted_server, monkeypatch):
     from runs.test_resume_outage import Outage
 
@@ -255,6 +259,7 @@ def test_resume_goes_on_from_what_was_recorded(tmp_path, scripted_server, monkey
     assert scripted_server.request_count > paid
 
 
+@pytest.mark.slow
 def test_a_python_made_run_is_rescored_from_python_and_the_cli_says_how(
     tmp_path, scripted_server, monkeypatch, capsys
 ):

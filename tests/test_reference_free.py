@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from projects import BETTER, COUNTRIES, make_project, task_responder
 from test_python_api import _tables
 
@@ -25,6 +26,7 @@ def _score(input, output):
     return float(good), {"feedback": "good" if good else "name the capital city"}
 
 
+@pytest.mark.slow
 def test_a_project_with_no_outputs_runs_and_check_says_what_it_skipped(
     tmp_path, scripted_server, capsys
 ):

@@ -125,6 +125,7 @@ def _leaked(result: dict[str, Any]) -> bool:
 
 
 # -- the candidate sees no project file, data, store, environment ---------------------------
+@pytest.mark.slow
 def test_the_answers_are_unreadable(runner, project):
     got = runner.run("read_answers", {"data_path": str(project / "data.jsonl")}, wall_s=60)
     assert "output" in got, got
@@ -237,6 +238,7 @@ def test_a_killed_skynet_leaves_no_candidate_behind(tmp_path):
     assert _alive(marker) == []
 
 
+@pytest.mark.slow
 def test_unsandboxed_a_daemon_would_survive(runner):
     """The control: the same candidate, unsandboxed, leaves its daemon running."""
     marker = f"{int(time.time()) % 100000 + 800000}.{uuid.uuid4().int % 10**6}"
@@ -353,6 +355,7 @@ def test_bounded_json_counts_nesting_outside_strings(text, ok):
     assert (problem == "") is ok
 
 
+@pytest.mark.slow
 def test_a_stderr_flood_keeps_skynet_small(runner):
     if runner.helper is None:
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -387,6 +390,7 @@ def test_one_file_is_held_to_max_file_mb(runner):
     assert got["output"]["/tmp"] <= 4 << 20, got
 
 
+@pytest.mark.slow
 def test_forked_children_cannot_pass_the_memory_limit_together(runner):
     got = runner.run("fork_memory", {"children": 4, "mb": 300}, memory_mb=512, wall_s=30)
     if "output" in got:
@@ -395,6 +399,7 @@ def test_forked_children_cannot_pass_the_memory_limit_together(runner):
         assert "memory" in got["failed"] or "512 MB" in got["failed"], got
 
 
+@pytest.mark.slow
 def test_a_fork_bomb_is_contained_and_cleaned_up(runner):
     got = runner.run("fork_bomb", wall_s=2, max_processes=32)
     assert "failed" in got
@@ -416,6 +421,7 @@ def test_the_model_channel_works_for_an_unprivileged_skynet(runner):
 
 
 # -- the limits, each a clear candidate error ------------------------------------------------
+@pytest.mark.slow
 def test_an_infinite_loop_is_killed_at_the_wall_time(runner):
     began = time.monotonic()
     got = _inline(runner, "def run(input):\n    while True:\n        pass\n", wall_s=1)
@@ -423,6 +429,7 @@ def test_an_infinite_loop_is_killed_at_the_wall_time(runner):
     assert time.monotonic() - began < 10
 
 
+@pytest.mark.slow
 def test_cpu_time_is_limited(runner):
     source = (
         "import threading\n"
@@ -467,6 +474,7 @@ def test_without_bwrap_code_refuses_with_the_fix(monkeypatch, tmp_path):
 
 
 # -- end to end: the answer-reading candidate cannot beat an honest one ---------------------
+@pytest.mark.slow
 def test_a_candidate_reading_the_answers_gains_nothing_end_to_end(tmp_path, capsys):
     """`skynet eval` of examples/code_speed with a candidate that returns the answers it reads
     from the project's data.jsonl: sandboxed it scores like a wrong program; the same candidate

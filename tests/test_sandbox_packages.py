@@ -88,6 +88,7 @@ def _project(root: Path, url: str, *, code: str, mode: str, packages: str | None
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(
     ("code", "packages", "mean", "error"),

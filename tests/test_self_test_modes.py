@@ -49,6 +49,7 @@ MODES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mode", "code", "said", "reported", "calls"), MODES, ids=[m[0] for m in MODES]
 )

@@ -150,6 +150,7 @@ def test_json_with_html_or_two_runs_is_one_line(store, tmp_path, capsys, extra, 
     assert not (tmp_path / "report.html").exists()
 
 
+@pytest.mark.slow
 def test_run_result_gain_from_a_real_optimize(tmp_path, scripted_server, monkeypatch, capsys):
     """The scripted model names capitals only once the instruction asks for it: the best is right
     on every test item, the seed on none; the gain is the JSON document's."""

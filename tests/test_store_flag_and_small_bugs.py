@@ -100,6 +100,7 @@ def test_export_with_store_reads_the_run_before_asking_for_a_tracker(
     assert "no MLflow tracking URI" in one_error_line(capsys)
 
 
+@pytest.mark.slow
 def test_view_with_store_serves_the_run(python_store, tmp_path):
     root, run = python_store
     proc = subprocess.Popen(
@@ -206,6 +207,7 @@ class _Terminal(io.StringIO):
         return True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "make_out",
     [
@@ -235,6 +237,7 @@ def test_a_message_during_a_run_starts_on_its_own_line(
                 assert re.fullmatch(r"metric calls \d+/200 · best val [^:;]*", shown), line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("store", "shown"),
     [

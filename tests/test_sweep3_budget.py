@@ -42,6 +42,7 @@ def _set_toml(project: Path, old: str, new: str) -> None:
 # results it has (replays).
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("budget", [30, 40], ids=["budget-30", "budget-40"])
 def test_the_progress_line_and_the_report_give_one_count(tmp_path, scripted_server, capsys, budget):
     scripted_server.responder = never_perfect
@@ -88,6 +89,7 @@ def _scaled_metric(top: float) -> str:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("top", "option", "stops"),
     [
@@ -142,6 +144,7 @@ def _huge(body):
     return reply("x" * BIG)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("replies", [4], ids=["four-10MB-replies"])
 def test_huge_replies_do_not_grow_runs_db(tmp_path, scripted_server, capsys, replies):
     scripted_server.responder = _huge

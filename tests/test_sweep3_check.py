@@ -177,6 +177,7 @@ REFUSED = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("case", "act", "command", "needles"), REFUSED, ids=[c[0] for c in REFUSED]
 )
@@ -202,6 +203,7 @@ def test_a_bad_input_is_one_line_before_any_model_call(
     assert records(project) == before
 
 
+@pytest.mark.slow
 def test_an_empty_instructions_seed_passes_check_with_a_note(project, capsys):
     # An empty seed is legitimate for reflective optimisation (the reflection writes the text
     # from the feedback) but rarely meant: `check` passes and says so.

@@ -204,6 +204,7 @@ SEEDS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("case", "flags", "needles"), SEEDS, ids=[c[0] for c in SEEDS])
 def test_a_seed_sqlite_cannot_hold_is_refused(project, capsys, case, flags, needles):
     before = kept(project)

@@ -241,6 +241,7 @@ PY_ROWS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("case", "data", "extra", "error", "needles"), PY_ROWS, ids=[c[0] for c in PY_ROWS]
 )

@@ -70,6 +70,7 @@ def test_replies_without_usage_leave_the_cost_unknown(tmp_path, capsys):
 # -- a reply dripped one byte at a time: timeout_s bounds the whole reply ----------------------
 
 
+@pytest.mark.slow
 def test_a_dripping_server_is_bounded_by_timeout_s(tmp_path, capsys):
     drips = "Peru"  # one val item's reply never arrives whole: the others are answered
 
@@ -95,6 +96,7 @@ def test_a_dripping_server_is_bounded_by_timeout_s(tmp_path, capsys):
 # -- a server that crashes mid-run: the failed run says how to finish it -----------------------
 
 
+@pytest.mark.slow
 def test_a_crashed_server_fails_the_run_and_says_resume(tmp_path, capsys):
     answered = 0
 
@@ -166,6 +168,7 @@ def small_disk(tmp_path: Path):
         subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("filler", [100, 3000], ids=["small-replies", "large-replies"])
 def test_a_full_disk_fails_the_run_in_one_line_and_resume_finishes_it(small_disk, capsys, filler):
     def respond(body):
@@ -203,6 +206,7 @@ def finished(tmp_path_factory) -> Path:
     return project
 
 
+@pytest.mark.slow
 def test_a_folder_store_is_refused_in_one_line_unless_mlflow_is_told(
     finished, tmp_path, capsys, monkeypatch
 ):

@@ -60,6 +60,7 @@ async def score(input, output, expected=None):
 """
 
 
+@pytest.mark.slow
 def test_an_async_score_is_awaited_from_a_project(tmp_path, scripted_server, capsys):
     scripted_server.responder = task_responder
     project = make_project(tmp_path / "p", scripted_server.url, budget=20)
@@ -93,6 +94,7 @@ def test_an_async_score_is_awaited_from_python_and_under_a_running_loop():
 # -- a damaged score in the run store: one line naming the run and the item -------------------
 
 
+@pytest.mark.slow
 def test_a_damaged_score_names_the_run_and_the_item(tmp_path, scripted_server, capsys):
     scripted_server.responder = task_responder
     project = make_project(tmp_path / "p", scripted_server.url, budget=20)
@@ -137,6 +139,7 @@ def _score(input, output, expected=None):
     return float(expected["capital"] in output), {"feedback": "say the capital"}
 
 
+@pytest.mark.slow
 def test_to_html_refuses_the_store_and_a_file_it_did_not_write(tmp_path, scripted_server):
     scripted_server.responder = task_responder
     store = tmp_path / "s"

@@ -60,6 +60,7 @@ def harness(tmp_path_factory) -> Iterator[object]:
         made.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case, expected", CASES, ids=[c.id for c, _ in CASES])
 def test_the_sweep_classifies_a_case(harness, case, expected):
     outcome = sweep.run_case(case, harness)

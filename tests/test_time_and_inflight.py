@@ -127,6 +127,7 @@ def test_waits_never_take_off_the_cpu_time():
     assert "overlapped" in obs.time_note
 
 
+@pytest.mark.slow
 def test_the_cpu_time_of_one_time_set_up_is_not_the_floor_of_an_in_process_run():
     """litellm's import (set-up) runs on the evaluating thread: its CPU time is left out of the
     floor as its wall time is left out of the item's."""
@@ -148,6 +149,7 @@ def test_the_cpu_time_of_one_time_set_up_is_not_the_floor_of_an_in_process_run()
     assert figures[False] >= 250  # control: counted as the run's own CPU work
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("waits", [True, False])
 def test_a_thread_an_in_process_program_leaves_calling_is_the_items(tmp_path, monkeypatch, waits):
     if not waits:  # control: the evaluation does not wait for the meter's calls
@@ -172,6 +174,7 @@ def test_a_thread_an_in_process_program_leaves_calling_is_the_items(tmp_path, mo
     assert result.observation.model_calls == (1 if waits else 0)
 
 
+@pytest.mark.slow
 def test_five_concurrent_calls_do_not_erase_two_seconds_of_work(tmp_path, monkeypatch):
     with ScriptedServer(default=reply("a", latency_s=0.6)) as server:
         meter = _run_code(server, tmp_path, CONCURRENT, max_concurrent=1)
@@ -182,6 +185,7 @@ def test_five_concurrent_calls_do_not_erase_two_seconds_of_work(tmp_path, monkey
     assert old < new / 2  # control: each wait taken off on its own erased the work
 
 
+@pytest.mark.slow
 def test_calls_made_one_after_another_keep_their_figure(tmp_path, monkeypatch):
     with ScriptedServer(default=reply("a", latency_s=0.1)) as server:
         meter = _run_code(server, tmp_path, SEQUENTIAL, max_concurrent=1)
@@ -191,6 +195,7 @@ def test_calls_made_one_after_another_keep_their_figure(tmp_path, monkeypatch):
     assert new == pytest.approx(old, rel=0.02)
 
 
+@pytest.mark.slow
 def test_the_sandbox_measures_its_trees_cpu_time():
     source = textwrap.dedent(
         """
@@ -213,6 +218,7 @@ def _evaluation(models) -> Evaluation:
     return Evaluation(Metric(lambda input, output, expected=None: 1.0), art.task(models, None))
 
 
+@pytest.mark.slow
 def test_calls_left_in_flight_are_the_items_on_threads(tmp_path):
     with ScriptedServer(default=reply("late", latency_s=1.0)) as server:
         server.bill(**PRICE)
@@ -237,12 +243,13 @@ def test_control_without_the_wait_calls_in_flight_escape_the_item(tmp_path, monk
         assert result.observation is not None and result.observation.model_calls < 3
 
 
+@pytest.mark.slow
 def test_calls_left_in_flight_reach_the_driver_from_worker_processes(tmp_path):
     from projects import make_sum_code_project
 
     from skynet.executors import open_executor
     from skynet.models import configure
-    from skynet.runner import open_project
+    from skynet.project import open_project
 
     with ScriptedServer(default=reply("late", latency_s=1.0)) as server:
         server.bill(**PRICE)

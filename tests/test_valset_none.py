@@ -109,6 +109,7 @@ def test_a_run_given_val_says_nothing_of_it(tmp_path, scripted_server):
     assert skynet.runs.report.summary_json(result._summary())["val_from_train"] is False
 
 
+@pytest.mark.slow
 def test_with_test_rows_the_gain_is_on_test_and_the_val_line_stays(tmp_path, scripted_server):
     scripted_server.responder = task_responder
     result = skynet.optimize(
@@ -129,6 +130,7 @@ def test_with_test_rows_the_gain_is_on_test_and_the_val_line_stays(tmp_path, scr
     assert len(_split(items, "val")) == len(TRAIN)
 
 
+@pytest.mark.slow
 def test_a_run_made_without_val_resumes(tmp_path, scripted_server, monkeypatch):
     from runs.test_resume_outage import Outage
 

@@ -48,6 +48,7 @@ def scripted_server_module():
         server.stop()
 
 
+@pytest.mark.slow
 def test_a_run_records_its_items_and_each_calls_request_and_reply(runs):
     project, (run_id, _) = runs
     with RunStore(runs_db_path(project)) as store:
@@ -274,6 +275,7 @@ def test_the_viewer_says_what_is_missing_and_answers_loopback_only(viewer):
     assert status == 403
 
 
+@pytest.mark.slow
 def test_skynet_view_runs_until_interrupted(runs):
     project, (a, _) = runs
     proc = subprocess.Popen(

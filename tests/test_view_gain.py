@@ -265,6 +265,7 @@ def test_the_interval_axis_holds_every_figure_and_0(estimate, low, high, val, ti
     assert gain_svg(None).startswith("<p") and "<svg" not in gain_svg(None)
 
 
+@pytest.mark.slow
 def test_chromium_draws_the_interval_and_follows_an_item_link(project, tmp_path):
     """In Debian's Chromium (as tests/test_viewer_browser.py drives it): the interval is drawn,
     no script error, nothing fetched, and an item's link opens its row on the items page."""

@@ -103,10 +103,11 @@ def _get(url: str, cookie: str = "") -> tuple[int, str]:
 # Reading never executes the project's code.
 
 
+@pytest.mark.slow
 def test_reading_runs_never_imports_metric_py(marked, tmp_path, capsys):
     project, run_id, recorded = marked
     mark = project / "IMPORTED"
-    from skynet.runner import current_metric_hash
+    from skynet.project import current_metric_hash
 
     # The reader's hash of the unchanged file is the run's: nothing is stale.
     assert current_metric_hash(project) == recorded
@@ -135,7 +136,7 @@ def test_control_the_importing_route_runs_metric_py(marked):
     # The route readers took before: the project's metric, loaded (imported) to ask its hash.
     from skynet.config import load_config
     from skynet.data import load_dataset
-    from skynet.runner import _project_metric
+    from skynet.project import _project_metric
 
     project, _, recorded = marked
     config = load_config(project)
@@ -147,6 +148,7 @@ def test_control_the_importing_route_runs_metric_py(marked):
         (project / "IMPORTED").unlink(missing_ok=True)
 
 
+@pytest.mark.slow
 def test_a_metric_that_exits_on_import_does_not_stop_show(server, tmp_path, capsys):
     project = make_project(tmp_path / "p", server.url, budget=16)
     assert main(["-C", str(project), "run"]) == 0
@@ -309,6 +311,7 @@ def _ray_roots() -> list[Path]:
     return [p for p in base.iterdir() if p.name == "ray" or p.name.startswith("skynet-ray-")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("private", [True, False], ids=["defended", "control"])
 def test_ray_leaves_no_readable_copy_of_the_project(server, tmp_path, capsys, monkeypatch, private):
     pytest.importorskip("ray")

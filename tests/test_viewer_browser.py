@@ -38,6 +38,8 @@ from skynet.runs import RunStore, runs_db_path
 from skynet.testing import is_reflection, reply
 from skynet.testing.server import ScriptedServer
 
+pytestmark = pytest.mark.slow
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from skynet.evaluation import Evaluation, Result
     from skynet.models import Models
     from skynet.models.ledger import CallRecord
-    from skynet.runner import Project
+    from skynet.project import Project
 
 __all__ = ["Executor", "ProcessExecutor", "ThreadExecutor", "open_executor", "recipe_of"]
 
@@ -89,37 +89,38 @@ def open_executor(
     evaluation: Evaluation,
     say: Callable[[str], None],
     *,
-    engine_name: str = "",
+    engine: str | None = None,
 ) -> Executor:
     """The executor [engine] executor names, started (workers up, the project loaded on each).
 
-    dspy-gepa runs the program inside dspy.GEPA, on its own threads in this process: it gets
-    the threads executor, and a line saying so.
+    `engine`: the name of an engine that runs the program itself, on its own threads in this
+    process (skynet.engine.Capabilities.runs_program, e.g. dspy-gepa): it gets the threads
+    executor, and a line saying so.
 
     Raises:
         ConfigError: "ray" without Ray installed, a Ray cluster that cannot be reached, or a
             worker that could not load the project (its message).
     """
-    engine = project.config.engine
-    if engine.executor == "threads":
+    settings = project.config.engine
+    if settings.executor == "threads":
         return ThreadExecutor(evaluation)
-    if engine_name == "dspy-gepa":
+    if engine is not None:
         say(
-            f'executor "{engine.executor}" is not used by dspy-gepa: dspy.GEPA runs the program '
-            "on its own threads in this process"
+            f'executor "{settings.executor}" is not used by {engine}: it runs the program on its '
+            "own threads in this process"
         )
         return ThreadExecutor(evaluation)
     from skynet.executors.coordinator import serve
     from skynet.executors.ray import RayExecutor, ray_host
 
-    workers = engine.workers or os.cpu_count() or 1
-    ray = engine.executor == "ray"
-    host = ray_host(engine.ray_address) if ray else "127.0.0.1"
+    workers = settings.workers or os.cpu_count() or 1
+    ray = settings.executor == "ray"
+    host = ray_host(settings.ray_address) if ray else "127.0.0.1"
     address, authkey, stop_serving = serve(models, host=host)
     recipe = recipe_of(project, models, (address, authkey))
     if ray:
         return RayExecutor(
-            recipe, workers, engine.concurrency, engine.ray_address, stop_serving, say
+            recipe, workers, settings.concurrency, settings.ray_address, stop_serving, say
         )
     return ProcessExecutor(recipe, workers, stop_serving, say)
 

@@ -66,10 +66,9 @@ class Worker:
     def __init__(self, recipe: Recipe) -> None:
         import cloudpickle
 
-        from skynet.evaluation import Evaluation
         from skynet.executors.coordinator import RemoteBudget, RemoteGovernor, connect
         from skynet.models import Models
-        from skynet.runner import load_parts
+        from skynet.project import Project, load_parts
 
         coordinator = connect(*recipe.coordinator)
         folder = Path.cwd() if recipe.working_dir else recipe.dir
@@ -97,9 +96,11 @@ class Worker:
             governor=governor,
         )
         self.models.subscribe(_heard)
-        self.evaluation = Evaluation(
-            metric, artifact.task(self.models, config.artifact), repeat=config.artifact.repeat
+        # The driver's project, with the metric and artifact this process holds.
+        project = Project(
+            dir=folder, config=config, dataset=recipe.dataset, metric=metric, artifact=artifact
         )
+        self.evaluation = project.evaluation(self.models)
 
     def evaluate(self, candidate: dict[str, str], item: Item) -> tuple[Result, list[CallRecord]]:
         """The candidate's result on the item, and the model calls it made (for the driver's

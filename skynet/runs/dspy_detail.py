@@ -125,7 +125,7 @@ def as_dspy_result(
 
 
 def for_project(project: Any, summary: RunSummary) -> SkynetDspyResult:
-    """`as_dspy_result` for a run of `project` (skynet.runner.Project): its val set's order, its
+    """`as_dspy_result` for a run of `project` (skynet.project.Project): its val set's order, its
     [engine] seed and its run folder."""
     folder = project.store_dir / "runs" / summary.run.id
     return as_dspy_result(

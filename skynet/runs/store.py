@@ -16,11 +16,12 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -214,12 +215,34 @@ def m005_unmeasured_calls(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE calls ADD COLUMN measured INTEGER NOT NULL DEFAULT 1")
 
 
+def m006_error_type(db: sqlite3.Connection) -> None:
+    """An evaluation's error type (the exception's qualified name) as data: a resume decides
+    what to ask again on it. Errors recorded before carry it in their traceback's last line."""
+    db.execute("ALTER TABLE evaluations ADD COLUMN error_type TEXT")
+    rows = db.execute(
+        "SELECT rowid, traceback FROM evaluations WHERE error IS NOT NULL AND traceback != ''"
+    ).fetchall()
+    db.executemany(
+        "UPDATE evaluations SET error_type = ? WHERE rowid = ?",
+        [(error_type_in(tb), rowid) for rowid, tb in rows if error_type_in(tb)],
+    )
+
+
+def error_type_in(traceback: str | None) -> str | None:
+    """The exception's qualified name in a formatted traceback's last line
+    ("skynet.errors.ModelError: ..."), for errors recorded before their type was (m006)."""
+    lines = (traceback or "").strip().splitlines()
+    found = re.match(r"([A-Za-z_][\w.]*)(?::|$)", lines[-1]) if lines else None
+    return found.group(1) if found else None
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_repetitions,
     m003_items_and_call_text,
     m004_wall_seconds,
     m005_unmeasured_calls,
+    m006_error_type,
 ]
 
 _MIGRATIONS_TABLE = "skynet_migrations"
@@ -321,55 +344,75 @@ class EvaluationRow:
     notes: tuple[str, ...] = ()
     created: str = ""
     repetitions: tuple[dict[str, Any], ...] = ()
+    error_type: str | None = None
 
     def result(self) -> Result:
         """The skynet.Result this row records (Observation rebuilt from its fields)."""
-        return Result(
-            item_id=self.item_id,
-            output=self.output,
-            score=self.score,
-            feedback=self.feedback,
-            scores=dict(self.scores),
-            extra=dict(self.extra),
-            observation=_observation_from(self.observation),
-            error=self.error,
-            error_kind=self.error_kind,
-            traceback=self.traceback,
-            notes=self.notes,
-            repetitions=tuple(_repetition_from(r) for r in self.repetitions),
+        return result_from(
+            {
+                "item_id": self.item_id,
+                "output": self.output,
+                "score": self.score,
+                "feedback": self.feedback,
+                "scores": self.scores,
+                "extra": self.extra,
+                "observation": self.observation,
+                "error": self.error,
+                "error_kind": self.error_kind,
+                "traceback": self.traceback,
+                "notes": self.notes,
+                "repetitions": self.repetitions,
+                "error_type": self.error_type,
+            }
         )
 
 
-def _repetition_as_dict(result: Result) -> dict[str, Any]:
+# -- the one codec between a Result and its record (an evaluation's row, a repetition's JSON) --
+
+
+def result_record(result: Result) -> dict[str, Any]:
+    """What runs.db keeps of `result`, as JSON-able fields: the output (its repr when it is not
+    JSON-able, cut past CALL_TEXT_BYTES: output_is_repr), no score for an error, texts bounded
+    (what a candidate raises is its own to make huge), and each repetition the same way."""
     output, output_is_repr = _encode_output(result.output)
     return {
+        "item_id": result.item_id,
         "output": json.loads(output),
         "output_is_repr": output_is_repr,
         "score": None if result.error is not None else _float_or_none(result.score),
-        "feedback": result.feedback,
+        "feedback": _text(_bounded(result.feedback)) or "",
         "scores": dict(result.scores),
         "extra": dict(result.extra),
         "observation": None if result.observation is None else result.observation.as_dict(),
-        "error": result.error,
+        "error": _text(_bounded(result.error)),
         "error_kind": result.error_kind,
-        "traceback": result.traceback,
+        "traceback": _text(_bounded(result.traceback)) or "",
         "notes": list(result.notes),
+        "repetitions": [result_record(r) for r in result.repetitions],
+        "error_type": result.error_type,
     }
 
 
-def _repetition_from(data: dict[str, Any]) -> Result:
+def result_from(record: Mapping[str, Any]) -> Result:
+    """The Result a record (result_record's fields, or a row's) holds; a field an older record
+    lacks takes its default."""
     return Result(
-        item_id=data.get("item_id", ""),
-        output=data.get("output"),
-        score=data.get("score"),
-        feedback=data.get("feedback", ""),
-        scores=dict(data.get("scores") or {}),
-        extra=dict(data.get("extra") or {}),
-        observation=_observation_from(data.get("observation")),
-        error=data.get("error"),
-        error_kind=data.get("error_kind"),
-        traceback=data.get("traceback", ""),
-        notes=tuple(data.get("notes") or ()),
+        item_id=record.get("item_id", ""),
+        output=record.get("output"),
+        score=record.get("score"),
+        feedback=record.get("feedback") or "",
+        scores=dict(record.get("scores") or {}),
+        extra=dict(record.get("extra") or {}),
+        observation=_observation_from(record.get("observation")),
+        error=record.get("error"),
+        error_kind=record.get("error_kind"),
+        traceback=record.get("traceback") or "",
+        notes=tuple(record.get("notes") or ()),
+        repetitions=tuple(result_from(r) for r in record.get("repetitions") or ()),
+        # A repetition recorded before m006 has its type only in its traceback.
+        error_type=record["error_type"]
+        if "error_type" in record
+        else error_type_in(record.get("traceback")),
     )
 
 
@@ -962,40 +1005,35 @@ class RunStore:
             result: what Evaluation returned.
             metric_hash: hash of the metric that scored it.
         """
-        output, output_is_repr = _encode_output(result.output)
-        obs = None if result.observation is None else _dumps(result.observation.as_dict())
+        record = result_record(result)
         try:
             with self._transaction() as db:
                 db.execute(
                     "INSERT OR IGNORE INTO evaluations (run_id, candidate_id, split, item_id, "
                     "output, output_is_repr, score, feedback, scores, extra, observation, error, "
-                    "error_kind, traceback, notes, metric_hash, created, repetitions, seq) "
-                    "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                    "error_kind, traceback, notes, metric_hash, created, repetitions, error_type, "
+                    "seq) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
                     "COALESCE(MAX(seq), 0) + 1 FROM evaluations WHERE run_id = ?",
                     (
                         run_id,
                         candidate_id,
                         split,
-                        result.item_id,
-                        output,
-                        int(output_is_repr),
-                        None if result.error is not None else _float_or_none(result.score),
-                        _text(_bounded(result.feedback)),
-                        _dumps(dict(result.scores)),
-                        _dumps(dict(result.extra)),
-                        obs,
-                        _text(_bounded(result.error)),
-                        result.error_kind,
-                        _text(_bounded(result.traceback)),
-                        _dumps(list(result.notes)),
+                        record["item_id"],
+                        json.dumps(record["output"]),
+                        int(record["output_is_repr"]),
+                        record["score"],
+                        record["feedback"],
+                        _dumps(record["scores"]),
+                        _dumps(record["extra"]),
+                        None if record["observation"] is None else _dumps(record["observation"]),
+                        record["error"],
+                        record["error_kind"],
+                        record["traceback"],
+                        _dumps(record["notes"]),
                         metric_hash,
                         _now(),
-                        _dumps(
-                            [
-                                {"item_id": r.item_id, **_repetition_as_dict(r)}
-                                for r in result.repetitions
-                            ]
-                        ),
+                        _dumps(record["repetitions"]),
+                        record["error_type"],
                         run_id,
                     ),
                 )
@@ -1031,6 +1069,7 @@ class RunStore:
                 notes=tuple(json.loads(r["notes"])),
                 created=r["created"],
                 repetitions=tuple(json.loads(r["repetitions"])),
+                error_type=r["error_type"],
             )
         except (TypeError, ValueError) as exc:  # ValueError: JSONDecodeError, not UTF-8
             raise StorageError(

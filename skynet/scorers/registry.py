@@ -18,7 +18,14 @@ from typing import Any, Literal, TypeVar, overload
 
 from skynet import registry
 from skynet.contract import UNDECLARED_REASON as UNDECLARED_REASON
-from skynet.contract import CheckFailure, CheckReport, Metric, SelfTestRules, check_metric
+from skynet.contract import (
+    CheckFailure,
+    CheckReport,
+    Metric,
+    SelfTestRules,
+    check_metric,
+    scored_item_id,
+)
 from skynet.data import Item
 from skynet.errors import ConfigError
 from skynet.scorers.base import EMPTY_REPLY, Call, GradedScorer, Reply, Scorer, Verdict
@@ -213,9 +220,13 @@ def to_reply(output: Any) -> Reply:
 
 
 def _metric_item(input: Any, expected: Mapping[str, Any] | None) -> Item:
-    """The Item a metric call's (input, expected) describe."""
+    """The Item a metric call's (input, expected) describe, under the id of the item the run is
+    scoring (contract.scored_item_id); called outside a run, an input's own "id" or "item"."""
+    given = scored_item_id()
+    if given is None:
+        given = str(input.get("id", "item")) if isinstance(input, Mapping) else "item"
     return Item(
-        id=str(input.get("id", "item")) if isinstance(input, Mapping) else "item",
+        id=given,
         input=dict(input) if isinstance(input, Mapping) else {},
         expected=dict(expected) if expected is not None else None,
     )

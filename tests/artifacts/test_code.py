@@ -77,6 +77,7 @@ def test_the_meter_counts_the_candidate_not_the_sandbox():
     assert 300 <= elapsed < wall_ms, (elapsed, wall_ms)
 
 
+@pytest.mark.slow
 def test_a_candidate_calls_the_model_through_skynet(tmp_path):
     """The one channel out: skynet_sandbox.complete() reaches the task model through Skynet's
     model layer (loopback server), metered into the item, recorded in the task ledger; the
@@ -102,6 +103,7 @@ def test_a_candidate_calls_the_model_through_skynet(tmp_path):
     assert [(c.role, c.item_id) for c in calls] == [("task", "i1")]
 
 
+@pytest.mark.slow
 def test_a_failed_model_call_is_the_models_fault_not_the_candidates(tmp_path):
     from skynet.errors import ModelError
     from skynet.testing.server import fail

@@ -6,10 +6,13 @@ from __future__ import annotations
 import sqlite3
 import textwrap
 
+import pytest
 from projects import make_sum_code_project
 
 from skynet.cli import main
 from skynet.testing import reply
+
+pytestmark = pytest.mark.slow
 
 SEED = textwrap.dedent(
     """

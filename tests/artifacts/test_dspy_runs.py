@@ -9,6 +9,8 @@ import sqlite3
 import textwrap
 
 import dspy
+import pytest
+from projects import write_skynet_toml
 
 from skynet.cli import main
 from skynet.testing import reply
@@ -63,40 +65,20 @@ def make_dspy_project(root, server_url):
         """
         )
     )
-    (root / "skynet.toml").write_text(
-        textwrap.dedent(
-            f"""
-        [data]
-        path = "data.jsonl"
-        inputs = ["country"]
-        outputs = ["answer"]
-        split_column = "split"
-
-        [artifact]
-        kind = "dspy"
-
-        [engine]
-        name = "gepa"
-
-        [budget]
-        max_metric_calls = 20
-
-        [models]
-        task = "openai/skynet-test"
-        reflection = "openai/skynet-test"
-
-        [models.endpoints."openai/skynet-test"]
-        api_base = "{server_url}"
-
-        [models.prices."openai/skynet-test"]
-        input_per_mtok = 1.0
-        output_per_mtok = 1.0
-        """
-        )
+    write_skynet_toml(
+        root,
+        inputs=["country"],
+        outputs=["answer"],
+        artifact={"kind": "dspy"},
+        engine={"name": "gepa"},
+        budget=20,
+        url=server_url,
+        prices=(1.0, 1.0),
     )
     return root
 
 
+@pytest.mark.slow
 def test_a_dspy_program_is_optimized_metered_and_saved_in_dspys_format(tmp_path, scripted_server):
     scripted_server.responder = responder
     project = make_dspy_project(tmp_path / "p", scripted_server.url)
@@ -120,6 +102,7 @@ def test_a_dspy_program_is_optimized_metered_and_saved_in_dspys_format(tmp_path,
     assert metered[0] == 1 and metered[1] > 0  # DSPy's call went through the meter, priced
 
 
+@pytest.mark.slow
 def test_dspy_gepa_engine_scores_each_output_once(tmp_path, scripted_server, capsys):
     scripted_server.responder = responder
     project = make_dspy_project(tmp_path / "p", scripted_server.url)
@@ -176,6 +159,7 @@ def test_dspy_gepa_engine_scores_each_output_once(tmp_path, scripted_server, cap
     assert "capital city" in loaded.signature.instructions
 
 
+@pytest.mark.slow
 def test_a_prompt_runs_under_dspy_gepa_as_a_predict(tmp_path, scripted_server):
     def respond(body):
         messages = body["messages"]
@@ -212,6 +196,7 @@ def test_a_prompt_runs_under_dspy_gepa_as_a_predict(tmp_path, scripted_server):
     assert engine == "dspy-gepa" and sorted(val) == [0.0, 1.0]
 
 
+@pytest.mark.slow
 def test_a_dollar_budget_stops_dspy_gepa_within_one_proposal(tmp_path, scripted_server):
     def priced(body):
         step = responder(body)
@@ -236,6 +221,7 @@ def test_a_dollar_budget_stops_dspy_gepa_within_one_proposal(tmp_path, scripted_
     assert 0.002 < spent <= 0.012 + one_proposal + 1e-9, spent
 
 
+@pytest.mark.slow
 def test_eval_accepts_a_saved_program(tmp_path, scripted_server, capsys):
     scripted_server.responder = responder
     project = make_dspy_project(tmp_path / "p", scripted_server.url)
@@ -248,6 +234,7 @@ def test_eval_accepts_a_saved_program(tmp_path, scripted_server, capsys):
     assert "best" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_repeat_draws_a_dspy_programs_calls_afresh(tmp_path, scripted_server):
     # With repeat = 3 each run of the program is its own draw: three task requests per item, not
     # one request served twice more from the call cache.

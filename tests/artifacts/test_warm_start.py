@@ -163,6 +163,7 @@ def _check_states(project) -> int:
 
 
 # "processes": the warm start travels with the item to a worker process.
+@pytest.mark.slow
 @pytest.mark.parametrize("executor", ["threads", "processes"])
 def test_a_run_hands_each_evaluation_the_best_so_far_on_its_item(
     tmp_path, scripted_server, executor
@@ -184,6 +185,7 @@ def test_a_run_hands_each_evaluation_the_best_so_far_on_its_item(
     assert best.strip() == FROM_BEST.strip()
 
 
+@pytest.mark.slow
 def test_the_warm_start_after_a_resume_comes_from_the_records(tmp_path, scripted_server):
     # Killed at the first reflection request: the seed's evaluations are recorded, the proposed
     # candidate's are all made after the resume, from the state read back from runs.db.

@@ -104,6 +104,7 @@ def test_only_auto_s_independent_sampling_is_fitted():
     assert fit(many, budget=None) is many
 
 
+@pytest.mark.slow
 def test_auto_choices_are_printed_and_recorded(tmp_path, scripted_server, capsys):
     scripted_server.responder = never_perfect  # a perfect best would stop it before the plateau
     project = make_project(tmp_path / "p", scripted_server.url)

@@ -39,6 +39,7 @@ def _records(project):
     return status, error, errors, proposals
 
 
+@pytest.mark.slow
 def test_a_dead_task_model_is_an_evaluation_error_and_aborts_the_run(
     tmp_path, scripted_server, capsys
 ):
@@ -60,6 +61,7 @@ def test_a_dead_task_model_is_an_evaluation_error_and_aborts_the_run(
         assert item in items and kind == "task" and "503" in text
 
 
+@pytest.mark.slow
 def test_a_program_that_raises_is_the_candidate_s_error_on_its_item(
     tmp_path, scripted_server, capsys
 ):

@@ -185,6 +185,7 @@ def _dspy_task(body):
 # -- the reflection model's kwargs ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_reflection_temperature_and_max_tokens_reach_the_server_and_the_cache_key(
     tmp_path, scripted_server, monkeypatch
 ):

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
 from projects import BETTER, make_project, never_perfect, task_responder
 
 from skynet.cli import main
 from skynet.testing import is_reflection, reply
 
 
+@pytest.mark.slow
 def test_empty_and_unchanged_proposals_are_recorded_and_redrawn(tmp_path, scripted_server):
     seen_draws = []
 
@@ -38,6 +40,7 @@ def test_empty_and_unchanged_proposals_are_recorded_and_redrawn(tmp_path, script
     assert len(set(seen_draws[:3])) == 3
 
 
+@pytest.mark.slow
 def test_records_match_the_engines_result(tmp_path, scripted_server):
     scripted_server.responder = task_responder
     project = make_project(tmp_path / "p", scripted_server.url, budget=30)
@@ -62,6 +65,7 @@ def test_records_match_the_engines_result(tmp_path, scripted_server):
     assert val[best_id] == 1.0 and val[seed_id] == 0.0
 
 
+@pytest.mark.slow
 def test_a_killed_run_keeps_the_lineage_of_what_was_accepted_before_the_kill(
     tmp_path, scripted_server
 ):

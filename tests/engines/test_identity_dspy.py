@@ -30,10 +30,13 @@ import dspy
 import pytest
 from dspy.clients.cache import Cache
 from dspy.utils.callback import BaseCallback
+from projects import write_skynet_toml
 
 from skynet.cli import main
 from skynet.runs.store import RunStore, runs_db_path
 from skynet.testing import MODEL, ScriptedServer, reply
+
+pytestmark = pytest.mark.slow
 
 EUROPE = {
     "France": "Paris", "Italy": "Rome", "Spain": "Madrid", "Greece": "Athens",
@@ -213,34 +216,14 @@ def _project(root: Path, url: str) -> Path:
             f.write(json.dumps(row) + "\n")
     (root / "program.py").write_text(PROGRAM)
     (root / "metric.py").write_text(METRIC.format(counter=str(root / "metric-calls.txt")))
-    (root / "skynet.toml").write_text(
-        textwrap.dedent(
-            f"""
-            [data]
-            path = "data.jsonl"
-            inputs = ["country"]
-            outputs = ["capital"]
-            split_column = "split"
-
-            [artifact]
-            kind = "dspy"
-
-            [engine]
-            name = "dspy-gepa"
-            seed = 0
-            concurrency = {THREADS}
-
-            [budget]
-            max_metric_calls = {BUDGET}
-
-            [models]
-            task = "{MODEL}"
-            reflection = "{MODEL}"
-
-            [models.endpoints."{MODEL}"]
-            api_base = "{url}"
-            """
-        )
+    write_skynet_toml(
+        root,
+        inputs=["country"],
+        outputs=["capital"],
+        artifact={"kind": "dspy"},
+        engine={"name": "dspy-gepa", "seed": 0, "concurrency": THREADS},
+        budget=BUDGET,
+        url=url,
     )
     return root
 

@@ -24,6 +24,8 @@ from skynet.cli import main
 from skynet.side_info import quoted
 from skynet.testing import ScriptedServer, is_reflection, reply
 
+pytestmark = pytest.mark.slow
+
 SEED = "Tell the user about the country."
 _REV = re.compile(r"\(rev (\d+)\)")
 _CURRENT = re.compile(r"```\n(.*?)\n```", re.S)

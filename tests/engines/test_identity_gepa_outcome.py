@@ -30,10 +30,13 @@ from projects import CAPITAL, COUNTRIES, make_project
 from engines.gepa import GepaEngine
 from skynet.cli import main
 from skynet.engine import EngineOutcome
-from skynet.runner import candidate_id, open_project
+from skynet.project import open_project
+from skynet.runner import candidate_id
 from skynet.runs import RunStore
 from skynet.side_info import quoted
 from skynet.testing import MODEL, ScriptedServer, is_reflection, reply
+
+pytestmark = pytest.mark.slow
 
 BUDGET = 60
 SEED = "Tell the user about the country."

@@ -172,6 +172,7 @@ def _notes(project: Path) -> dict:
         return json.loads(db.execute("SELECT notes FROM runs").fetchone()[0])
 
 
+@pytest.mark.slow
 def test_an_option_set_with_set_reaches_gepa(tmp_path, scripted_server, capsys):
     scripted_server.responder = task_responder
     project = make_project(tmp_path / "p", scripted_server.url, budget=200)
@@ -199,6 +200,7 @@ def test_an_unknown_option_exits_2_before_anything_is_spent(tmp_path, scripted_s
     assert main(["-C", str(project), "check", "--set", "engine.options.skip_perfect_scor=1"]) == 2
 
 
+@pytest.mark.slow
 def test_the_small_template_and_a_template_file_reach_the_reflection_model(
     tmp_path, scripted_server
 ):

@@ -22,6 +22,8 @@ from skynet.cli import main
 from skynet.runs import RunStore
 from skynet.testing import ScriptedServer, is_reflection, reply
 
+pytestmark = pytest.mark.slow
+
 SEED = "Tell the user about the country."
 
 

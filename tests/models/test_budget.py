@@ -54,6 +54,7 @@ def test_a_reservation_past_the_limit_is_refused_and_settling_keeps_the_real_cos
     assert budget.spent_usd == pytest.approx(0.1)
 
 
+@pytest.mark.slow
 def test_tokens_are_counted_by_litellm():
     text = "naïve café " * 50
     counted, by_litellm = count_input_tokens(MODEL, [{"role": "user", "content": text}])
@@ -74,6 +75,7 @@ def test_what_litellm_cannot_count_is_bounded_by_its_utf8_size(content):
 
 
 # -- calls on loopback ----------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_call_that_would_pass_the_budget_is_not_sent(scripted_server):
     big = [{"role": "user", "content": "word " * 200_000}]  # ~200k tokens: $0.20 of input
     models = scripted_server.models(input_per_mtok=IN, output_per_mtok=OUT, max_cost_usd=0.10)

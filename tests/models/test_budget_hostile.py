@@ -58,6 +58,7 @@ def _timing_out(server: ScriptedServer, limit: float) -> Models:
     return server.models(timeout_s=0.3, max_attempts=4, max_cost_usd=limit)
 
 
+@pytest.mark.slow
 def test_a_timed_out_call_keeps_its_reservation_and_each_retry_reserves_again(billing, tmp_path):
     # Each attempt may cost ~$0.006 (3,000 output tokens): 3 fit in $0.02, the 4th does not.
     limit, cap = 0.02, 3000
@@ -90,6 +91,7 @@ def test_a_timed_out_call_keeps_its_reservation_and_each_retry_reserves_again(bi
     store.close()
 
 
+@pytest.mark.slow
 def test_control_a_released_time_out_is_retried_past_the_budget(billing, monkeypatch):
     # The old behaviour: a failed attempt releases its reservation, and the provider bills all 4.
     monkeypatch.setattr(client_module, "_may_be_billed", lambda exc: False)
@@ -275,6 +277,7 @@ def _run_code(source: str, tmp_path: Path, server: ScriptedServer) -> tuple[obje
     return output, _db_bytes(path) - before, models
 
 
+@pytest.mark.slow
 def test_sixteen_requests_of_a_megabyte_keep_runs_db_small(tmp_path, scripted_server):
     output, grown, models = _run_code(FLOOD, tmp_path, scripted_server)
     assert output == {"sent": 16}
@@ -286,6 +289,7 @@ def test_sixteen_requests_of_a_megabyte_keep_runs_db_small(tmp_path, scripted_se
     assert "[cut: " in calls[0].prompt and "sha256 " in calls[-1].prompt
 
 
+@pytest.mark.slow
 def test_control_without_the_bound_sixteen_requests_grow_runs_db_by_16_mb(
     tmp_path, scripted_server, monkeypatch
 ):
@@ -323,6 +327,7 @@ def test_a_request_past_a_megabyte_is_refused_with_the_bound(tmp_path, scripted_
     assert scripted_server.request_count == 0
 
 
+@pytest.mark.slow
 def test_control_the_old_4_mb_bound_sends_it_to_the_model(tmp_path, scripted_server, monkeypatch):
     monkeypatch.setattr("skynet.sandbox._MAX_REQUEST_BYTES", 4 << 20)
     raw, _, _ = _run_code(RAW, tmp_path, scripted_server)

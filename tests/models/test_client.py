@@ -51,6 +51,7 @@ def test_price_comes_from_litellms_offline_table():
     assert models.price("local/smollm2").cost(10**6, 10**6) == 0.0
 
 
+@pytest.mark.slow
 def test_retries_on_429_honour_retry_after_then_succeed(scripted_server):
     scripted_server.script(fail(429, retry_after=0.3), fail(500), fail(503), reply("ok"))
     models = scripted_server.models()
@@ -81,6 +82,7 @@ def test_a_client_error_is_not_retried(scripted_server):
     assert scripted_server.request_count == 1
 
 
+@pytest.mark.slow
 def test_a_hung_server_times_out_and_is_retried(scripted_server):
     scripted_server.script(hang(5), reply("back"))
     models = scripted_server.models(timeout_s=0.5)
@@ -104,6 +106,7 @@ def test_a_cache_hit_returns_the_first_calls_figures_without_a_request(scripted_
     assert again.elapsed_ms == pytest.approx(first.elapsed_ms)
 
 
+@pytest.mark.slow
 def test_identical_requests_in_flight_at_once_make_one_call(scripted_server):
     # Two threads miss the cache with the same request at the same moment (GEPA can put one item
     # twice in a minibatch): one request reaches the server, the other thread reads its reply.
@@ -135,6 +138,7 @@ def test_the_draw_index_and_parameters_are_part_of_the_cache_key(scripted_server
     assert scripted_server.request_count == 3
 
 
+@pytest.mark.slow
 def test_the_governor_caps_concurrent_calls(scripted_server):
     scripted_server.default = reply("ok", latency_s=0.15)
     models = scripted_server.models(max_concurrent=2)
@@ -280,6 +284,7 @@ def test_llm_with_no_model_configured_says_how_to_configure():
         skynet.llm("Grade it.", input="x")
 
 
+@pytest.mark.slow
 def test_llm_from_a_plain_script_with_skynet_metric_model(scripted_server, tmp_path):
     scripted_server.script(reply("PASS"))
     script = tmp_path / "judge.py"

@@ -86,6 +86,7 @@ def _reflection_replies(body):
     return reply(f"```python\n{HOSTILE}```")
 
 
+@pytest.mark.slow
 def test_the_2mb_output_attack_reaches_reflection_cut_and_spends_within_budget(
     tmp_path, billing_server, capsys
 ):
@@ -104,6 +105,7 @@ def test_the_2mb_output_attack_reaches_reflection_cut_and_spends_within_budget(
         assert _spent(store, run.id) == pytest.approx(billing_server.billed_usd)
 
 
+@pytest.mark.slow
 def test_without_the_cut_the_budget_alone_refuses_the_huge_reflection_call(
     tmp_path, billing_server, capsys
 ):
@@ -196,6 +198,7 @@ def test_an_unpriced_model_with_a_money_budget_is_refused_before_any_call(
 
 
 # -- a reply holding a lone surrogate ---------------------------------------------------------
+@pytest.mark.slow
 def test_a_lone_surrogate_reply_is_in_the_ledger_and_the_run_store(tmp_path, billing_server):
     def odd(body):
         step = task_responder(body)
@@ -232,6 +235,7 @@ AGENT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_an_agent_candidates_refused_call_stops_the_run_and_is_never_recorded(
     tmp_path, billing_server, capsys
 ):

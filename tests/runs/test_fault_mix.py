@@ -11,10 +11,13 @@ import sqlite3
 import threading
 from collections import Counter
 
+import pytest
 from projects import make_project, never_perfect
 
 from skynet.cli import main
 from skynet.testing import fail, hang
+
+pytestmark = pytest.mark.slow
 
 
 class FaultMix:

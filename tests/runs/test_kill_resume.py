@@ -16,6 +16,8 @@ from projects import make_project, never_perfect
 
 from skynet.cli import main
 
+pytestmark = pytest.mark.slow
+
 
 def _state(project):
     with sqlite3.connect(project / ".skynet" / "runs.db") as db:

@@ -66,6 +66,7 @@ def _refusal(capsys) -> str:
     return err
 
 
+@pytest.mark.slow
 def test_a_second_writer_is_refused_while_a_run_runs_and_a_killed_run_leaves_no_lock(
     tmp_path, scripted_server, capsys
 ):
@@ -138,6 +139,7 @@ def test_a_second_writer_is_refused_while_a_run_runs_and_a_killed_run_leaves_no_
     assert len(paid) == len(model.bodies) - 1  # every recorded call paid once, by the run alone
 
 
+@pytest.mark.slow
 def test_a_dry_run_beside_another_pays_no_sample_call_twice(tmp_path, scripted_server, capsys):
     # A dry run makes real calls. One started while another process has the same call in flight
     # waits for it and is served from the cache, instead of sending it again.

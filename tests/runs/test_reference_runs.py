@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import textwrap
 from pathlib import Path
+
+import pytest
+from projects import write_skynet_toml
 
 from skynet.cli import main
 from skynet.reference.verified import MARK_FILE
 from skynet.testing import is_reflection, reply
+
+pytestmark = pytest.mark.slow
 
 FILMS = {
     "Iron Man": {"director": "Jon Favreau", "year": 2008, "cast": ["Robert Downey Jr.", "Gwyneth Paltrow"]},
@@ -49,35 +53,15 @@ def make_reference_project(root: Path, url: str, *, embedder: str = "none") -> P
     (root / "prompt.md").write_text(
         "=== instructions ===\nDescribe the film as JSON.\n=== user ===\nFilm: {title}\n"
     )
-    (root / "skynet.toml").write_text(
-        textwrap.dedent(
-            f"""
-            [data]
-            path = "data.jsonl"
-            inputs = ["title"]
-            outputs = ["record"]
-            split_column = "split"
-
-            [metric]
-            name = "reference"
-            options = {{embedder = "{embedder}"}}
-
-            [engine]
-            name = "gepa"
-            concurrency = 1
-
-            [budget]
-            max_metric_calls = 16
-
-            [models]
-            task = "openai/skynet-test"
-            reflection = "openai/skynet-test"
-
-            [models.endpoints."openai/skynet-test"]
-            api_base = "{url}"
-            timeout_s = 10
-            """
-        )
+    write_skynet_toml(
+        root,
+        inputs=["title"],
+        outputs=["record"],
+        metric={"name": "reference", "options": {"embedder": embedder}},
+        engine={"name": "gepa", "concurrency": 1},
+        budget=16,
+        url=url,
+        timeout_s=10,
     )
     return root
 

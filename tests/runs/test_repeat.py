@@ -13,7 +13,8 @@ from projects import CAPITAL, make_project
 
 from skynet.cli import main
 from skynet.evaluation import Result, aggregate
-from skynet.runner import evaluate_candidate, open_project, rescore
+from skynet.project import open_project
+from skynet.runner import evaluate_candidate, rescore
 from skynet.testing import reply
 
 
@@ -59,6 +60,7 @@ def evaluate_seed(project_dir: Path) -> tuple[list[Result], str]:
     return evaluate_candidate(project, seed, split="val", run_id=run_id).results, run_id
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("repeat", "mean", "spread", "shown_score", "shown_run", "note"),
     [
@@ -113,6 +115,7 @@ def test_repeat_scores_each_run_and_keeps_them_all(
         assert len(row.repetitions) == (repeat if repeat > 1 else 0)
 
 
+@pytest.mark.slow
 def test_show_reports_mean_and_spread_of_a_repeated_run(tmp_path, scripted_server, capsys):
     scripted_server.responder = Alternating()
     project = project_with_repeat(tmp_path, scripted_server.url, 3)

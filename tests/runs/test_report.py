@@ -163,6 +163,7 @@ def test_text_report(store: RunStore):
     assert "\x1b[" not in text
 
 
+@pytest.mark.slow
 def test_html_report_is_self_contained_and_escaped(store: RunStore):
     page = render_html(summarize(store, make_run(store)))
     assert page.startswith("<!DOCTYPE html>")

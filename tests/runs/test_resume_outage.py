@@ -8,10 +8,13 @@ import sqlite3
 import threading
 from collections import Counter
 
+import pytest
 from projects import make_project, never_perfect, task_responder
 
 from skynet.cli import main
 from skynet.testing import fail, is_reflection
+
+pytestmark = pytest.mark.slow
 
 
 class Outage:

@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 from projects import make_sum_code_project
 
-from skynet.runner import open_project, run
+from skynet.project import open_project
+from skynet.runner import run
 from skynet.runs import summarize
 from skynet.testing import reply
+
+pytestmark = pytest.mark.slow
 
 # Right on every item, but: a float for n = 1 (which the metric cannot grade: a metric fault)
 # and a crash on n > 6 (the candidate's own failure).

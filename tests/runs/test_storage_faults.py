@@ -190,6 +190,7 @@ def recorded(tmp_path, scripted_server):
     return project, runs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("case", "fault", "command", "code", "names"), ROWS, ids=[r[0] for r in ROWS]
 )
@@ -225,6 +226,7 @@ def test_a_storage_fault_is_one_line_and_loses_nothing(
         assert store.list_runs() == runs  # no new row (no "running" one), the old one as it was
 
 
+@pytest.mark.slow
 def test_a_run_that_fails_after_it_started_is_marked_failed_not_running(recorded, capsys):
     project, runs = recorded
     _run_files_folder_is_a_file(project)
@@ -250,6 +252,7 @@ def test_a_run_that_fails_after_it_started_is_marked_failed_not_running(recorded
     assert "is a file" in (now[0].error or "")
 
 
+@pytest.mark.slow
 def test_moving_a_damaged_run_store_aside_as_told_lets_the_next_run_start(recorded, capsys):
     project, _ = recorded
     _runs_db_candidates_page(project)
@@ -265,6 +268,7 @@ def test_moving_a_damaged_run_store_aside_as_told_lets_the_next_run_start(record
     assert Path(target).exists()  # the damaged file is kept, for salvage
 
 
+@pytest.mark.slow
 def test_a_call_cache_found_damaged_mid_run_is_a_miss_said_once(tmp_path):
     from skynet.models.cache import CachedCall, CallCache
 

@@ -449,6 +449,7 @@ def test_a_huge_error_traceback_or_feedback_is_stored_cut_with_its_hash(store: R
     assert sum(f.stat().st_size for f in files if f.exists()) < 4 << 20
 
 
+@pytest.mark.slow
 def test_a_resumed_runs_wall_time_leaves_its_pause_out(tmp_path: Path):
     import time
 

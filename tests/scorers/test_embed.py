@@ -212,6 +212,7 @@ def _unit(text: str) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
+@pytest.mark.slow
 def test_a_litellm_model_on_loopback(tmp_path: Path) -> None:
     with ScriptedServer(embeddings=_vector) as server:
         settings = ModelSettings(api_base=server.url, api_key="sk-loopback", timeout_s=10)

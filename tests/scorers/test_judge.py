@@ -385,6 +385,7 @@ def test_judge_cost_is_in_the_judge_ledger_never_in_service_cost(judge_server, t
     assert sum(c.cost_usd for c in scorer.trace) == pytest.approx(judge_cost.cost_usd)
 
 
+@pytest.mark.slow
 def test_the_governor_caps_judge_calls_under_concurrent_scoring(tmp_path):
     lock = threading.Lock()
     state = {"now": 0, "peak": 0}

@@ -58,6 +58,7 @@ def label(path):
     return rows
 
 
+@pytest.mark.slow
 def test_collect_label_validate_run_and_show(project, capsys):
     assert main(["-C", str(project), "run"]) == 0  # scored by metric.py
     capsys.readouterr()
@@ -152,6 +153,7 @@ def test_validate_names_the_line_of_an_unlabelled_row(project, capsys):
     assert not (project / "judge-validation.json").exists()
 
 
+@pytest.mark.slow
 def test_a_judge_that_disagrees_with_people_does_not_pass(project, capsys):
     assert main(["-C", str(project), "run"]) == 0
     assert main(["-C", str(project), "judge", "collect"]) == 0
@@ -169,6 +171,7 @@ def test_a_judge_that_disagrees_with_people_does_not_pass(project, capsys):
     assert "accuracy 0.000 is below 0.8" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_judge_scored_run_headlines_the_gain_corrected_for_the_judges_error(project, capsys):
     """With metric = "judge", the run's test gain is in true accuracy: the judge's paired gain
     divided by its tpr + tnr - 1 on the validation record's labels, the interval widened for

@@ -283,3 +283,25 @@ def test_as_metric_lets_an_unjudgeable_item_raise() -> None:
     score = scorers.as_metric(scorers.get("xlam-tool-call"))
     with pytest.raises(DatasetError):
         score({"query": "q"}, Reply(), {"answers": "not json"})
+
+
+def test_a_scorer_behind_the_metric_contract_sees_the_runs_item_id() -> None:
+    """The one adapter (metric_of) hands a scorer the item the run scores, under its id, not
+    one made up from the input ("item")."""
+    seen: list[str] = []
+
+    class Sees:
+        name, version, reasons = "sees-ids", "1", ("match", "miss")
+
+        def key(self, item: Item) -> Reply:
+            return Reply(text=item.expected["label"])
+
+        def score(self, item: Item, reply: Reply) -> Verdict:
+            seen.append(item.id)
+            right = reply.text == item.expected["label"]
+            return Verdict(right, "match" if right else "miss")
+
+    metric = scorers.metric_of(Sees())
+    metric({"text": "x"}, "yes", {"label": "yes"}, item_id="r17")
+    metric({"text": "x", "id": "own"}, "no", {"label": "yes"})  # outside a run: the input's
+    assert seen == ["r17", "own"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import textwrap
 
 import pytest
+from projects import write_skynet_toml
 
 from skynet.cli import main
 from skynet.models.local import parse_tool_calls, with_tools
@@ -41,37 +41,15 @@ def make_tool_project(root, server_url):
         for row in xlam_rows():
             f.write(json.dumps(row) + "\n")
     (root / "prompt.md").write_text("=== system ===\nBe helpful.\n=== user ===\n{query}\n")
-    (root / "skynet.toml").write_text(
-        textwrap.dedent(
-            f"""
-        [data]
-        path = "data.jsonl"
-        inputs = ["query", "tools"]
-        outputs = ["answers"]
-        split_column = "split"
-
-        [artifact]
-        kind = "prompt"
-        tools = "row"
-
-        [metric]
-        name = "xlam-tool-call"
-
-        [engine]
-        name = "gepa"
-        concurrency = 2
-
-        [budget]
-        max_metric_calls = 20
-
-        [models]
-        task = "openai/skynet-test"
-        reflection = "openai/skynet-test"
-
-        [models.endpoints."openai/skynet-test"]
-        api_base = "{server_url}"
-        """
-        )
+    write_skynet_toml(
+        root,
+        inputs=["query", "tools"],
+        outputs=["answers"],
+        artifact={"kind": "prompt", "tools": "row"},
+        metric={"name": "xlam-tool-call"},
+        engine={"name": "gepa", "concurrency": 2},
+        budget=20,
+        url=server_url,
     )
     return root
 
