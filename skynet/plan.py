@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from skynet import registry
 from skynet.data import Item, are_val_copies
 from skynet.engine import EngineSettings, capabilities, get_engine
 from skynet.errors import SkynetError
@@ -127,11 +128,11 @@ def _choose_engine(project: Project) -> EnginePlan:
     name, kind = cfg.engine.name, cfg.artifact.kind
     options = dict(cfg.engine.options)
     if name == "auto":
-        import importlib
-
-        auto = importlib.import_module("engines.auto")  # the core never imports engines eagerly
+        # Auto is a planner registered among the engines (skynet.registry): it names the engine
+        # that runs, with its budget and options, each with its reason.
+        auto_plan = registry.load("engine", "auto")
         user_budget, budget_said = _call_budget(project)
-        plan = auto.plan(
+        plan = auto_plan(
             kind=kind,
             level=cfg.engine.auto,
             train=len(project.dataset.train),
