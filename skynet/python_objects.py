@@ -9,10 +9,16 @@ given again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["PYTHON_OBJECT", "is_python_object_text", "python_object_text", "recordable"]
+__all__ = [
+    "PYTHON_OBJECT",
+    "is_python_object_text",
+    "proposers_in",
+    "python_object_text",
+    "recordable",
+]
 
 PYTHON_OBJECT = "<python "
 
@@ -40,3 +46,24 @@ def recordable(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [recordable(v) for v in value]
     return python_object_text(value)
+
+
+# The [engine.options] through which the user's callable writes the proposals: gepa's
+# custom_candidate_proposer, dspy.GEPA's instruction_proposer (either also in gepa_kwargs).
+_PROPOSERS = ("custom_candidate_proposer", "instruction_proposer")
+
+
+def proposers_in(
+    options: Mapping[str, Any], is_proposer: Callable[[Any], bool]
+) -> list[tuple[str, Any]]:
+    """(option, value) for each proposer option set in `options` (at its top or in its
+    gepa_kwargs) whose value `is_proposer` accepts: a callable in a live run's options, its
+    recorded text (is_python_object_text) in a run's record."""
+    kwargs = options.get("gepa_kwargs")
+    tables = [("", options), ("gepa_kwargs.", kwargs if isinstance(kwargs, Mapping) else {})]
+    return [
+        (f"{prefix}{name}", table[name])
+        for prefix, table in tables
+        for name in _PROPOSERS
+        if is_proposer(table.get(name))
+    ]

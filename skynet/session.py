@@ -18,7 +18,7 @@ import json
 import sys
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from importlib import metadata
@@ -43,6 +43,7 @@ from skynet.executors import open_executor
 from skynet.mean import choose_best, mean_of
 from skynet.models import Models
 from skynet.models.ledger import CallRecord
+from skynet.python_objects import proposers_in
 from skynet.runs import EVALUATION, RunStore
 from skynet.runs.lock import Writer
 from skynet.runs.store import FROM_PYTHON, stored_output
@@ -133,15 +134,6 @@ def note_setup(project: Project, store: RunStore, run_id: str) -> None:
         store.set_note(run_id, "made_in", project.made_in)
     if project.artifact.isolation is not None:
         store.set_note(run_id, "sandbox", project.artifact.isolation)
-
-
-def _own_proposer(options: Mapping[str, Any]) -> bool:
-    """Whether the user's callable writes the proposals (gepa's custom_candidate_proposer,
-    dspy.GEPA's instruction_proposer, or in its gepa_kwargs)."""
-    kwargs = options.get("gepa_kwargs")
-    tables = [options, kwargs if isinstance(kwargs, Mapping) else {}]
-    names = ("custom_candidate_proposer", "instruction_proposer")
-    return any(callable(table.get(name)) for table in tables for name in names)
 
 
 @dataclass
@@ -305,7 +297,9 @@ class RunSession:
             budget=self.budget,
             models=models,
             out=self.stream,
-            unseen=frozenset({"reflection"} if _own_proposer(plan.settings.options) else ()),
+            unseen=frozenset(
+                {"reflection"} if proposers_in(plan.settings.options, callable) else ()
+            ),
         )
         self.train, self.val = project.dataset.train, project.dataset.val
         self.seed = dict(project.artifact.components)

@@ -35,7 +35,7 @@ from skynet.gain import Gain, paired_gain
 from skynet.mean import Mean, Paired, beside, mean_of, paired, paired_scores
 from skynet.models.ledger import LedgerTotals
 from skynet.packages import ReportSection, ReportView, package_gain
-from skynet.python_objects import is_python_object_text
+from skynet.python_objects import is_python_object_text, proposers_in
 from skynet.runs.store import EVALUATION, CandidateRow, EvaluationRow, RunRow, RunStore
 from skynet.terminal import printable, wrap
 from skynet.view.plots import curve_svg, gain_svg
@@ -1154,21 +1154,11 @@ def _own_reflection(s: RunSummary) -> str | None:
     return found if is_python_object_text(found) else None
 
 
-_PROPOSERS = ("custom_candidate_proposer", "instruction_proposer")
-
-
 def _own_proposers(s: RunSummary) -> list[tuple[str, str]]:
     """(option, recorded callable) for each proposer of the user's in [engine.options]: gepa's
     custom_candidate_proposer, dspy.GEPA's instruction_proposer (or in its gepa_kwargs)."""
     options = (s.run.config.get("engine") or {}).get("options") or {}
-    kwargs = options.get("gepa_kwargs")
-    tables = [("", options), ("gepa_kwargs.", kwargs if isinstance(kwargs, dict) else {})]
-    return [
-        (f"{prefix}{name}", table[name])
-        for prefix, table in tables
-        for name in _PROPOSERS
-        if is_python_object_text(table.get(name))
-    ]
+    return proposers_in(options, is_python_object_text)
 
 
 def _own_callables(s: RunSummary) -> list[str]:
