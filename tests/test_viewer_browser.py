@@ -893,7 +893,7 @@ def test_injected_markup_in_the_file_is_refused_by_its_policy(
         # The page's own script still runs: the tab shows, a filter filters.
         assert page.locator("section.page#items").is_visible()
         page.click("button[data-filter=fixed]")
-        assert page.locator("#item-table").get_attribute("data-show") == "fixed"
+        expect(page.locator("#item-table")).to_have_attribute("data-show", "fixed")
     finally:
         page.context.close()
 
@@ -924,9 +924,10 @@ def test_injected_markup_in_the_viewer_is_refused_by_its_policy(
             # On the page, as markup, and refused.
             assert page.locator("pre img[onerror]" if kind == "onerror" else "pre script").count()
             page.click("button[data-filter=broken]")
-            assert page.locator("#item-table").get_attribute("data-show") == "broken"
+            expect(page.locator("#item-table")).to_have_attribute("data-show", "broken")
             page.click('nav a[href="#cost"]')
-            assert page.locator("section.page#cost").is_visible()
+            # The tab shows on hashchange, an event after the click: waited for, not polled once.
+            expect(page.locator("section.page#cost")).to_be_visible()
         finally:
             page.context.close()
         # Control: the same served page under the old policy runs the markup.
