@@ -7,7 +7,7 @@ Each choice comes with its reason; the run prints them and stores them in the ru
   command line): the seed on the val split, then N proposals, each a minibatch for parent and
   child, with a third of them accepted and scored on the whole val split: val + N x 2 x
   minibatch + N / 3 x val, where N is 6 (light), 15 (medium) or 40 (heavy). The formula is
-  skynet.engine.gepa_metric_calls; the dry run inverts it (gepa_proposals) to say how many
+  engines.budget.gepa_metric_calls; the dry run inverts it (gepa_proposals) to say how many
   proposals a budget pays for.
 - Frontier: "hybrid" (per val item and per named score) when the metric returns named scores,
   else "instance" (per val item).
@@ -33,9 +33,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from skynet.engine import ACCEPTED_ONE_IN, gepa_metric_calls
+from engines.budget import ACCEPTED_ONE_IN, gepa_metric_calls
+from skynet.engine import Planned, PlanRequest
 
-__all__ = ["AutoPlan", "plan", "PROPOSALS", "PATIENCE"]
+__all__ = ["AutoPlan", "plan", "planner", "PROPOSALS", "PATIENCE"]
 
 PROPOSALS = {"light": 6, "medium": 15, "heavy": 40}
 PATIENCE = {"light": 3, "medium": 5, "heavy": 8}
@@ -131,4 +132,40 @@ def plan(
         selection=selection,
         fit_to_budget=sampling is not None,
         reasons=tuple(reasons),
+    )
+
+
+def planner(request: PlanRequest) -> Planned:
+    """Auto as a registered planner (skynet.registry, kind "planner"): its choices among gepa's
+    options (frontier, sampling, selection) arrive as the engine's options, where the user set
+    none."""
+    chosen = plan(
+        kind=request.kind,
+        level=request.level,
+        train=request.train,
+        val=request.val,
+        minibatch_size=request.minibatch_size,
+        named_scores=request.named_scores,
+        budget_set_by_user=request.budget_set_by_user,
+        concurrency=request.concurrency,
+        task_slots=request.task_slots,
+        sampling_set_by_user="sampling_strategy" in request.options_set,
+        selection_set_by_user="selection_strategy" in request.options_set,
+    )
+    options = {
+        name: value
+        for name, value in (
+            ("frontier_type", chosen.frontier),
+            ("sampling_strategy", chosen.sampling),
+            ("selection_strategy", chosen.selection),
+        )
+        if value is not None and name not in request.options_set
+    }
+    return Planned(
+        engine=chosen.engine,
+        reasons=chosen.reasons,
+        max_metric_calls=chosen.max_metric_calls,
+        options=options,
+        patience=chosen.patience,
+        fit_to_budget=chosen.fit_to_budget,
     )

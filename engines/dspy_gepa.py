@@ -27,6 +27,7 @@ import logging
 import re
 from typing import Any, cast
 
+from engines.budget import gepa_proposals
 from engines.options import dspy_gepa_options
 from engines.sampling import fit_options
 from engines.stops import PerfectOnVal
@@ -152,6 +153,7 @@ class DspyGepaEngine:
     # dspy.GEPA runs the program itself (ctx.program), on its own threads in this process.
     runs_program = True
     gepa_options_in = "gepa_kwargs"  # gepa's own options go through dspy.GEPA's gepa_kwargs
+    proposals_for = staticmethod(gepa_proposals)  # dspy.GEPA spends its budget as gepa does
 
     @staticmethod
     def check_artifact(kind: str, settings: Any) -> None:
@@ -211,15 +213,16 @@ class DspyGepaEngine:
     def optimize(self, ctx: EngineContext) -> EngineOutcome:
         import dspy
 
+        from skynet.artifacts.dspy_program import as_dspy_program
         from skynet.measure import metering
         from skynet.models.dspy_lm import SkynetLM, take_over, watch
 
-        program_artifact = ctx.program
-        if program_artifact is None or ctx.models is None or ctx.score_output is None:
-            raise TypeError("the dspy-gepa engine needs a DSPy program artifact")
-        score_output = ctx.score_output
+        run = ctx.program_run
+        if run is None or ctx.models is None:
+            raise TypeError("the dspy-gepa engine runs the artifact itself: ctx.program_run")
+        program_artifact = as_dspy_program(run.artifact, run.artifact_settings)
+        score_output, record_failure = run.score_output, run.record_failure
         models = ctx.models
-        record_failure = ctx.record_failure or (lambda *args: None)
         limit = ctx.max_side_info_chars
         inputs = list(ctx.val[0].input) if ctx.val else list(ctx.train[0].input)
 
@@ -272,11 +275,11 @@ class DspyGepaEngine:
                     score=0.0, feedback=cut_text(f"This example failed: {result.error}", limit)
                 )
             feedback = cut_text(result.feedback or "", limit)
-            if pred_name is not None and ctx.predictor_feedback is not None:
+            if pred_name is not None and run.predictor_feedback is not None:
                 # dspy.GEPA asks for one predictor's feedback: a DSPy metric answers it itself,
                 # with that predictor's name and trace, as under raw dspy.GEPA.
                 try:
-                    score, own = ctx.predictor_feedback(
+                    score, own = run.predictor_feedback(
                         item.input, item.expected, pred, trace, _component(pred_name), pred_trace
                     )
                 except Exception as exc:  # noqa: BLE001 — the recorded feedback stands
@@ -310,8 +313,6 @@ class DspyGepaEngine:
             if callable(options.get(name)):  # a name ("all") goes to dspy.GEPA as it is
                 options[name] = _OwnNames(options[name], selector)
         gepa_kwargs = dict(options.pop("gepa_kwargs", {}))
-        if ctx.frontier is not None:  # Auto's choice; gepa_kwargs.frontier_type wins
-            gepa_kwargs.setdefault("frontier_type", ctx.frontier)
         gepa_kwargs = fit_options(gepa_kwargs, ctx)
         # dspy.GEPA's own perfect_score (1.0 unless set) is the top score here too.
         perfect = PerfectOnVal(ctx, options.get("perfect_score"))

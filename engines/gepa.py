@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from engines.budget import gepa_proposals
 from engines.options import gepa_options
 from engines.sampling import fit_options
 from engines.stops import PerfectOnVal
@@ -469,6 +470,7 @@ class GepaEngine:
     """`gepa.optimize_anything` over skynet's Evaluation."""
 
     name = "gepa"
+    proposals_for = staticmethod(gepa_proposals)  # how many proposals a budget pays for
 
     def min_metric_calls(self, *, train: int, val: int, minibatch_size: int) -> int:
         # The seed on the whole val set, then one reflection step: parent and child on a minibatch.
@@ -548,8 +550,6 @@ class GepaEngine:
         template = self._template(settings)
         options = gepa_options(settings.options)
         engine_options = dict(options.engine)
-        if ctx.frontier is not None:  # Auto's choice; [engine.options] frontier_type wins
-            engine_options.setdefault("frontier_type", ctx.frontier)
         gepa_objective = settings.objective if template.name == "gepa" else ""
         gepa_background = settings.background if template.name == "gepa" else ""
         max_tokens = settings.reflection_max_tokens or template.max_tokens

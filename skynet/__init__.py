@@ -29,7 +29,7 @@ from skynet.errors import (
     SkynetError,
 )
 from skynet.evaluation import Evaluation, Result
-from skynet.judge_call import llm
+from skynet.llm_call import llm
 from skynet.measure import Observation, observation, service_cost
 from skynet.reward import RewardSpec, reward, validate_spec
 

@@ -22,7 +22,7 @@ from typing import Any
 __all__ = ["complete", "chat", "ModelCallFailed"]
 
 _SOCKET = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "model.sock")
-# Skynet's bound on one request (skynet.sandbox._MAX_REQUEST_BYTES; it refuses a longer one).
+# Skynet's bound on one request (skynet.sandbox._proxy._MAX_REQUEST_BYTES): it refuses longer.
 _MAX_REQUEST_BYTES = 1 << 20
 
 

@@ -292,17 +292,20 @@ def optimize(
     out: IO[str] | None = None,
     resume: str | None = None,
     self_test: str | None = None,
+    sections: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> RunResult:
     """Optimize `seed` against `metric`: the run `skynet run` makes, from Python.
 
     Args:
         seed: the instructions (a str), components ({"name": text}), a prompt.md path, a
-            dspy.Module, or a skynet.Code.
+            dspy.Module, or a skynet.Code; with artifact={"kind": ...} naming a plugin's kind,
+            the path of that kind's file (or None, with artifact={"path": ...}).
         metric: a function with the metric contract (`score(input, output, expected=None)`
             returning `(value, {"feedback": ...})`); a DSPy metric
             `(gold, pred, trace=None, pred_name=None, pred_trace=None)`; a built-in scorer's
-            name ("exact", "xlam-tool-call"); or a [metric] table ({"name": ..., "options":
-            {...}, "time_s": ...}).
+            or scorer package's name ("exact", "xlam-tool-call", "judge", a plugin's), a
+            package building its metric from the working folder's files and its section in
+            `sections=`; or a [metric] table ({"name": ..., "options": {...}, "time_s": ...}).
         train, val, test: rows: a list of dicts, a list of dspy.Example, a pandas DataFrame, or
             a .jsonl/.csv/.json path. Without `val`, the train rows serve as val too (as
             gepa's and dspy.GEPA's valset=None: the val figure is then a train figure).
@@ -319,6 +322,8 @@ def optimize(
         out: where progress goes (default: stderr; in Jupyter, one updating line).
         resume: a run id in `store` to resume (see skynet.resume).
         self_test: [metric] self_test: "full" (the default), "contract" or "off".
+        sections: skynet.toml's other tables by name, e.g. a scorer package's
+            {"judge": {"model": ...}}.
 
     Returns:
         A RunResult.
@@ -357,6 +362,7 @@ def optimize(
             "budget": budget,
             "artifact": artifact,
             "metric": None if self_test is None else {"self_test": self_test},
+            **_sections(sections, _CALL),
         },
         store_dir=store_dir,
         lm=lm,
@@ -541,7 +547,9 @@ def rescore(
         id_column=id_column,
         required=(),
     )
-    the_metric = _metric(metric, config, outputs)  # its signature checked, as `skynet rescore` does
+    the_metric = _metric(
+        metric, config, outputs, dataset
+    )  # its signature checked, as `skynet rescore` does
     # A run made with no val= has val copies of its train rows (skynet.data.val_copies).
     given = {item.id for item in dataset.test}
     copies = [val_copy(item) for item in dataset.test]
@@ -598,7 +606,8 @@ def _project(
             + ("score" if evaluate_only else "optimize on")
             + ": a list of dicts, a list of dspy.Example, a pandas DataFrame or a data file's path"
         )
-    kind = _seed_kind(seed)
+    plugin = _plugin_kind(tables.get("artifact"), call)
+    kind = "plugin" if plugin is not None else _seed_kind(seed)
     if inputs is None and user is None and kind in ("text", "components"):
         user = _gepa_default_user(rows)
     inputs_list = list(inputs) if inputs is not None else _infer_inputs(seed, kind, user, given)
@@ -634,7 +643,15 @@ def _project(
                 f"[{name}] keys"
             )
         raw[name] = _copied(value)
-    raw["artifact"] = {**raw.get("artifact", {}), "kind": _KIND_OF_SEED[kind]}
+    if plugin is None:
+        raw["artifact"] = {**raw.get("artifact", {}), "kind": _KIND_OF_SEED[kind]}
+    elif seed is not None:  # the plugin kind's own file, as [artifact] path names it
+        if not isinstance(seed, str | os.PathLike) or (isinstance(seed, str) and "\n" in seed):
+            raise ConfigError(
+                f"{call}: artifact kind '{plugin}' (a plugin) loads its own file: give the seed "
+                f'as that file\'s path, or seed=None and artifact={{"path": ...}}'
+            )
+        raw["artifact"]["path"] = str(Path(seed).expanduser().absolute())
     raw.setdefault("models", {}).setdefault("cache", str(store_dir / "cache.db"))
     metric_table = _metric_table(metric)
     if metric_table is not None:
@@ -657,8 +674,13 @@ def _project(
         required=() if evaluate_only else ("train", "val"),
         train_as_val=not evaluate_only and _train_as_val(given),
     )
-    the_metric = _metric(metric, config, outputs_list)
-    artifact = _artifact(seed, kind, config, inputs_list, user, store_dir, lm=lm)
+    the_metric = _metric(metric, config, outputs_list, dataset)
+    if plugin is not None:  # the kind's loader (skynet.registry) checks its own files
+        from skynet import registry
+
+        artifact = registry.load("artifact", plugin)(Path.cwd(), config, dataset)
+    else:
+        artifact = _artifact(seed, kind, config, inputs_list, user, store_dir, lm=lm)
     fit_to_artifact(the_metric, artifact)
     project = Project(
         dir=Path.cwd(),
@@ -684,6 +706,34 @@ TRAIN_AS_VAL = (
     "note: no val= given: the train rows serve as val too (as gepa and dspy.GEPA do with "
     "valset=None), each as 'val:' + its id; the val figure is then a train figure, not held out"
 )
+
+_TABLES = ("data", "metric", "models", "engine", "budget", "artifact")
+
+
+def _sections(sections: Mapping[str, Any] | None, call: str) -> dict[str, Any]:
+    """`sections=`: skynet.toml's other tables by name, e.g. a scorer package's
+    {"judge": {...}}; a table the call takes as its own argument is refused here."""
+    for name in sections or {}:
+        if name in _TABLES:
+            raise ConfigError(
+                f"{call}: sections= holds [{name}]; give it as {name}= (sections= is for the "
+                "other tables, e.g. a scorer package's)"
+            )
+    return dict(sections or {})
+
+
+def _plugin_kind(table: Any, call: str) -> str | None:
+    """The artifact kind `artifact=` names when it is a plugin's (skynet.registry, group
+    "skynet.artifacts"), else None (the seed's own kind decides)."""
+    from skynet import registry
+
+    kind = table.get("kind") if isinstance(table, Mapping) else None
+    if not isinstance(kind, str) or kind in registry.BUILTIN["artifact"]:
+        return None
+    if not registry.is_known("artifact", kind):
+        raise ConfigError(f"{call}: {registry.unknown('artifact', kind)}")
+    return kind
+
 
 _KIND_OF_SEED = {"text": "prompt", "components": "prompt", "prompt_file": "prompt"}
 _KIND_OF_SEED |= {"dspy": "dspy", "code": "code"}
@@ -828,7 +878,7 @@ def _copied(table: Mapping[str, Any]) -> dict[str, Any]:
 
 def _reference_free(metric: Any) -> bool:
     """Whether `metric` is a function called as score(input, output): it expects nothing."""
-    from skynet.contract import _arity
+    from skynet.contract._metric import _arity
     from skynet.dspy_metric import is_dspy_metric
 
     if not callable(metric) or isinstance(metric, str | Mapping) or is_dspy_metric(metric):
@@ -880,7 +930,7 @@ def _metric_table(metric: Any) -> dict[str, Any] | None:
     return None
 
 
-def _metric(metric: Any, config: Any, outputs: list[str]) -> Metric:
+def _metric(metric: Any, config: Any, outputs: list[str], dataset: Any = None) -> Metric:
     import dataclasses
 
     if isinstance(metric, str | Mapping):
@@ -889,9 +939,17 @@ def _metric(metric: Any, config: Any, outputs: list[str]) -> Metric:
                 f"{_CALL}: metric= as a table needs a name (a built-in scorer), e.g. "
                 '{"name": "exact"}; pass your own metric as a function'
             )
-        from skynet.scorers import scorer_metric
+        from skynet.packages import package_for
 
-        loaded = scorer_metric(config.metric.name, config.metric.options)
+        package = package_for(config.metric.name)
+        if package is not None and dataset is not None:
+            # A scorer package (the judge, reference, a plugin's) builds its metric from the
+            # working folder, as from a project's: its files and its section (sections=).
+            loaded = package.metric(Path.cwd(), config, dataset, verified=True)
+        else:
+            from skynet.scorers import scorer_metric
+
+            loaded = scorer_metric(config.metric.name, config.metric.options)
     elif isinstance(metric, Metric):
         loaded = metric
     elif callable(metric):

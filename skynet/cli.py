@@ -140,8 +140,10 @@ def _print_dry_run(project: Any) -> int:
 
     plan = dry_run(project)
 
-    def usd(value: float | None, times: int) -> str:
-        return "unknown" if value is None else f"${value * times:.4f} (${value:.6f} x {times})"
+    def usd(value: float | None, times: int | None) -> str:
+        if value is None or times is None:
+            return "unknown"
+        return f"${value * times:.4f} (${value:.6f} x {times})"
 
     total = plan.total_usd()
     print(f"dry run: engine {plan.engine} ({plan.why}); nothing is recorded")
@@ -156,7 +158,11 @@ def _print_dry_run(project: Any) -> int:
     print(f"  judge:      {usd(plan.judge_usd_per_call, plan.planned_metric_calls)}")
     print(
         f"  reflection: {usd(plan.reflection_usd_per_call, plan.proposals)}"
-        f"   estimated from the prompt size, ~{plan.proposals} proposal(s)"
+        + (
+            ""
+            if plan.proposals is None
+            else f"   estimated from the prompt size, ~{plan.proposals} proposal(s)"
+        )
     )
     confirming, cost = plan.confirmation_metric_calls, plan.confirmation_usd()
     if confirming:

@@ -15,39 +15,20 @@ from skynet.side_info import DEFAULT_MAX_SIDE_INFO_CHARS
 __all__ = [
     "EngineSettings",
     "EngineContext",
+    "ProgramRun",
     "EngineOutcome",
     "Engine",
     "get_engine",
-    "ACCEPTED_ONE_IN",
-    "gepa_metric_calls",
-    "gepa_proposals",
     "Capabilities",
     "capabilities",
+    "PlanRequest",
+    "Planned",
+    "Planner",
+    "get_planner",
+    "is_planner",
 ]
 
 Candidate = dict[str, str]
-
-# GEPA's budget, shared by Auto (which sizes a budget from a number of proposals) and the dry run
-# (which says how many proposals a budget pays for): the seed on the val split, then per proposal
-# its parent and child on a minibatch, and the accepted children on the whole val split, taken as
-# one proposal in ACCEPTED_ONE_IN.
-ACCEPTED_ONE_IN = 3
-
-
-def gepa_metric_calls(proposals: int, *, val: int, minibatch: int) -> int:
-    """The metric calls a GEPA run of `proposals` proposals spends (val and minibatch in items)."""
-    return val + proposals * 2 * minibatch + (proposals * val) // ACCEPTED_ONE_IN
-
-
-def gepa_proposals(metric_calls: int, *, val: int, minibatch: int) -> int:
-    """How many proposals `metric_calls` pays for: the inverse of gepa_metric_calls, and at
-    least one once the seed's val evaluation is paid for (GEPA then proposes once)."""
-    if metric_calls <= val:
-        return 0
-    n = int((metric_calls - val) / (2 * minibatch + val / ACCEPTED_ONE_IN))
-    while gepa_metric_calls(n + 1, val=val, minibatch=minibatch) <= metric_calls:
-        n += 1  # the integer division in gepa_metric_calls can leave room for one more
-    return max(1, n)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,6 +66,40 @@ class EngineSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ProgramRun:
+    """What an engine that runs the artifact itself (Capabilities.runs_program: dspy-gepa runs
+    a DSPy program on its own threads) needs besides the EngineContext.
+
+    Attributes:
+        artifact: the project's artifact (skynet.artifacts.base.Artifact); the engine makes
+            its own program of it (dspy-gepa: skynet.artifacts.dspy_program.as_dspy_program).
+        artifact_settings: [artifact] (max_tokens, temperature, ...).
+        score_output: scores an output the engine produced itself, with its Observation;
+            records and replays like `evaluate` (the same (candidate, item, output) is scored
+            once).
+        record_failure: records a run the engine made itself that raised (the model failed,
+            the program crashed) as the item's evaluation error, with its Observation, counted
+            toward the error-share abort like `evaluate`'s errors.
+        predictor_feedback: a DSPy metric's own (score, feedback) for one predictor of the
+            program, called with the item's input and expected, the prediction, the trace,
+            the predictor's name and its trace (skynet.dspy_metric.DspyMetric.for_predictor,
+            which calls the metric as dspy.GEPA does); None when the metric is not a DSPy
+            metric.
+    """
+
+    artifact: Any
+    artifact_settings: Any
+    score_output: Callable[[Candidate, Item, Any, Any], Result]
+    record_failure: Callable[[Candidate, Item, BaseException, Any], Result]
+    predictor_feedback: (
+        Callable[
+            [Mapping[str, Any], Mapping[str, Any] | None, Any, Any, str, Any], tuple[float, str]
+        ]
+        | None
+    ) = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class EngineContext:
     """Everything an engine needs from a run; the engine needs nothing else.
 
@@ -114,29 +129,19 @@ class EngineContext:
         artifact_kind: "prompt", "code" or "dspy": what the texts are.
         settings: what the user said about the engine (options, reflection template, objective,
             background, concurrency, the artifact's kind).
-        frontier: gepa's Pareto frontier when Auto chose it ("instance" per val item, "hybrid"
-            with named objectives); None: the engine's own default.
         patience: stop after this many proposals without a better best val score (None: never).
         fit_to_budget: Auto chose several proposals per iteration; the engine proposes fewer
             once the metric-call budget left cannot pay for them (engines.sampling).
-        program: the DSPy program artifact (engines that run the program themselves).
         models: the run's model session (for engines that call models through other clients).
-        score_output: scores an output the engine produced itself, with its Observation; records
-            and replays like `evaluate` (the same (candidate, item, output) is scored once).
-        record_failure: records a run the engine made itself that raised (the model failed, the
-            program crashed) as the item's evaluation error, with its Observation, counted toward
-            the error-share abort like `evaluate`'s errors.
+        program_run: what an engine that runs the artifact itself needs (ProgramRun); None for
+            the others.
         max_side_info_chars: each value shown to the reflection model (an output, feedback, an
             error) is cut to this many characters per example, with a note
             (skynet.side_info.cut_side_info).
-        predictor_feedback: a DSPy metric's own (score, feedback) for one predictor of the
-            program, called with the item's input and expected, the prediction, the trace, the
-            predictor's name and its trace (skynet.dspy_metric.DspyMetric.for_predictor, which
-            calls the metric as dspy.GEPA does); None when the metric is not a DSPy metric.
 
-    `evaluate`, `score_output` and `reflect` raise BudgetExhausted when a model call they need
-    was refused by the money budget: no result exists for it. From then on `should_stop` is
-    True; an engine may stop at once or at its next check.
+    `evaluate`, ProgramRun.score_output and `reflect` raise BudgetExhausted when a model call
+    they need was refused by the money budget: no result exists for it. From then on
+    `should_stop` is True; an engine may stop at once or at its next check.
     """
 
     seed_candidate: Candidate
@@ -152,21 +157,12 @@ class EngineContext:
     minibatch_size: int = 3
     log: Callable[[str], None] = print
     engine_log: Callable[[str], None] = lambda message: None
-    frontier: str | None = None
     patience: int | None = None
     fit_to_budget: bool = False
-    program: Any = None
     models: Any = None
-    score_output: Callable[[Candidate, Item, Any, Any], Result] | None = None
-    record_failure: Callable[[Candidate, Item, BaseException, Any], Result] | None = None
     record_lineage: Callable[[Candidate, Sequence[Candidate]], None] = lambda c, parents: None
     max_side_info_chars: int = DEFAULT_MAX_SIDE_INFO_CHARS
-    predictor_feedback: (
-        Callable[
-            [Mapping[str, Any], Mapping[str, Any] | None, Any, Any, str, Any], tuple[float, str]
-        ]
-        | None
-    ) = None
+    program_run: ProgramRun | None = None
 
     @property
     def concurrency(self) -> int:
@@ -193,14 +189,18 @@ class Engine(Protocol):
     Besides these methods, an engine class may declare what the core must know of it, so the
     core never asks for an engine by name (read by capabilities(); each has a default):
 
-        runs_program = True        # it runs the artifact itself, as a DSPy program
-                                   # (artifact.as_program, handed as ctx.program), on its own
-                                   # threads in this process: [engine] executor is not used
+        runs_program = True        # it runs the artifact itself (handed as ctx.program_run),
+                                   # on its own threads in this process: [engine] executor is
+                                   # not used
         gepa_options_in = "gepa_kwargs"   # where gepa's own options go in [engine.options]
                                           # (Auto's choices among them); default: at its top
         @staticmethod
         def check_artifact(kind: str, settings: Any) -> None:
             # refuse, with a ConfigError, an artifact kind or [artifact] setting it cannot run
+        @staticmethod
+        def proposals_for(metric_calls: int, *, val: int, minibatch: int) -> int:
+            # how many proposals a metric-call budget pays for (the dry run's reflection
+            # estimate; without it the dry run says the reflection cost is unknown)
     """
 
     name: str
@@ -229,6 +229,7 @@ class Capabilities:
     runs_program: bool = False
     gepa_options_in: str | None = None
     check_artifact: Callable[[str, Any], None] | None = None
+    proposals_for: Callable[..., int] | None = None
 
 
 def capabilities(name: str) -> Capabilities:
@@ -245,7 +246,85 @@ def capabilities(name: str) -> Capabilities:
         runs_program=bool(getattr(kind, "runs_program", False)),
         gepa_options_in=getattr(kind, "gepa_options_in", None),
         check_artifact=getattr(kind, "check_artifact", None),
+        proposals_for=getattr(kind, "proposals_for", None),
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanRequest:
+    """What a planner (Auto) is told about a project to choose the engine that runs it.
+
+    Attributes:
+        kind: the artifact kind ("prompt", "code", "dspy", or a plugin's).
+        level: [engine] auto: "light", "medium" or "heavy".
+        train, val: the item counts.
+        minibatch_size: [engine] reflection_minibatch_size.
+        named_scores: the metric returns named scores.
+        budget_set_by_user: the metric-call budget the user set (None: the planner may size it).
+        concurrency: [engine] concurrency.
+        task_slots: how many calls the task model takes at once, and its name (None: the
+            artifact calls no task model).
+        options_set: the names of gepa's options the user set in [engine.options] (at its top
+            or in gepa_kwargs): the planner chooses none of these.
+    """
+
+    kind: str
+    level: str
+    train: int
+    val: int
+    minibatch_size: int
+    named_scores: bool
+    budget_set_by_user: int | None
+    concurrency: int = 1
+    task_slots: tuple[int, str] | None = None
+    options_set: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Planned:
+    """A planner's choices, each with its reason: the engine, and what it chose for it.
+
+    Attributes:
+        engine: the engine that runs (a registered engine's name).
+        reasons: one line per choice, printed and recorded with the run.
+        max_metric_calls: the budget it sized (None: the user's, or the config's default).
+        options: gepa's options it chose, by gepa's names (e.g. frontier_type,
+            sampling_strategy): they go where the engine takes gepa's options
+            (Capabilities.gepa_options_in), and never over an option the user set.
+        patience: stop after this many proposals without a better best val score (None: never).
+        fit_to_budget: the engine proposes fewer per iteration once the metric-call budget
+            left cannot pay for the number chosen (engines.sampling).
+    """
+
+    engine: str
+    reasons: tuple[str, ...]
+    max_metric_calls: int | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    patience: int | None = None
+    fit_to_budget: bool = False
+
+
+# A planner: registered in skynet.registry under the kind "planner" (entry-point group
+# "skynet.planners"), named in [engine] name like an engine; it names the engine that runs.
+Planner = Callable[[PlanRequest], Planned]
+
+
+def is_planner(name: str) -> bool:
+    """Whether `name` in [engine] name is a planner (Auto) rather than an engine."""
+    from skynet import registry
+
+    return registry.is_known("planner", name)
+
+
+def get_planner(name: str) -> Planner:
+    """The planner registered under `name`.
+
+    Raises:
+        ConfigError: unknown name (the message lists the known ones).
+    """
+    from skynet import registry
+
+    return registry.load("planner", name)
 
 
 def get_engine(name: str) -> Engine:
@@ -257,6 +336,6 @@ def get_engine(name: str) -> Engine:
     """
     from skynet import registry
 
-    if name == "auto":  # Auto plans the run, then names the engine that runs it
-        raise ConfigError("engine 'auto' chooses an engine; resolve it before get_engine()")
+    if registry.is_known("planner", name):  # e.g. Auto: it plans the run, naming the engine
+        raise ConfigError(f"'{name}' is a planner that names an engine; plan the run first")
     return registry.load("engine", name)()

@@ -1,5 +1,5 @@
 """Scorer packages: a scorer that needs a project folder brings its own skynet.toml section, its own
-`skynet` subcommands and its own section of the run report, so that neither config.py, cli.py,
+`skynet` subcommands and its own section of the run report, so that neither skynet.config, cli.py,
 the runner nor the report names it.
 
 The built-in judge (skynet.judge: [judge], `skynet judge collect / validate`, the judge-accuracy

@@ -1,8 +1,9 @@
 """The engine plan: which engine a run uses, with what budget and settings, and why.
 
-A project names its engine, or "auto": Auto's rules (engines/auto.py, loaded by name, never
-imported eagerly) choose from the project's kind, item counts, metric and budget; the choices
-it makes among gepa's options arrive as the engine's options where the user set none. The
+A project names its engine, or a planner ("auto": Auto's rules in engines/auto.py, registered
+as a planner and loaded by name, never imported eagerly) that chooses from the project's kind,
+item counts, metric and budget; the choices it makes among gepa's options arrive as the
+engine's options where the user set none. The
 engine then checks its options and reflection template (Engine.choices) before anything is
 spent.
 """
@@ -10,13 +11,19 @@ spent.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from skynet import registry
 from skynet.data import Item, are_val_copies
-from skynet.engine import EngineSettings, capabilities, get_engine
+from skynet.engine import (
+    EngineSettings,
+    PlanRequest,
+    capabilities,
+    get_engine,
+    get_planner,
+    is_planner,
+)
 from skynet.errors import SkynetError
 from skynet.measure import TESTING, Observation, scoring
 
@@ -29,14 +36,13 @@ __all__ = ["EnginePlan", "engine_plan", "resolve_engine"]
 @dataclass(frozen=True, kw_only=True)
 class EnginePlan:
     """The engine a run uses, its metric-call budget (None: the engine's default) and settings,
-    and why (recorded with the run and printed); for Auto, the frontier, patience and budget
-    fitting it chose."""
+    and why (recorded with the run and printed); for a planner (Auto), the patience and budget
+    fitting it chose (its choices among gepa's options are in settings.options)."""
 
     name: str
     why: str
     max_metric_calls: int | None
     settings: EngineSettings
-    frontier: str | None = None  # None: the engine's own default
     patience: int | None = None
     fit_to_budget: bool = False  # Auto's parallel proposals shrink as the budget runs out
     # The engine runs the artifact itself, as a DSPy program (skynet.engine.Capabilities).
@@ -90,24 +96,29 @@ def _task_slots(project: Project) -> tuple[int, str] | None:
     return models.settings_for(task).max_concurrent, task
 
 
-def _option_set(options: dict[str, Any], name: str) -> bool:
-    """Whether [engine.options] sets gepa's option `name`, at its top or in gepa_kwargs (where
-    dspy.GEPA takes it): asked before Auto has chosen the engine."""
+def _options_set(options: dict[str, Any]) -> frozenset[str]:
+    """The names of gepa's options [engine.options] sets, at its top or in gepa_kwargs (where
+    dspy.GEPA takes them): asked before the planner has chosen the engine."""
     kwargs = options.get("gepa_kwargs")
-    return name in options or (isinstance(kwargs, dict) and name in kwargs)
+    return frozenset(options) | frozenset(kwargs if isinstance(kwargs, dict) else ())
 
 
-def _with_auto_options(
-    engine: str, options: dict[str, Any], chosen: dict[str, str]
+def _with_planned_options(
+    engine: str, options: dict[str, Any], chosen: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """[engine.options] with Auto's choices of gepa options where the user set none."""
+    """[engine.options] with a planner's choices of gepa options (never one the user set)."""
     if not chosen:
         return options
     table = capabilities(engine).gepa_options_in  # e.g. dspy-gepa's gepa_kwargs
     if table is not None:
         kwargs = options.get(table)
-        return {**options, table: {**(kwargs if isinstance(kwargs, dict) else {}), **chosen}}
-    return {**options, **chosen}
+        kwargs = kwargs if isinstance(kwargs, dict) else {}
+        return {**options, table: {**kwargs, **_unset(chosen, kwargs)}}
+    return {**options, **_unset(chosen, options)}
+
+
+def _unset(chosen: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in chosen.items() if name not in given}
 
 
 def resolve_engine(project: Project) -> EnginePlan:
@@ -127,49 +138,43 @@ def _choose_engine(project: Project) -> EnginePlan:
     cfg = project.config
     name, kind = cfg.engine.name, cfg.artifact.kind
     options = dict(cfg.engine.options)
-    if name == "auto":
-        # Auto is a planner registered among the engines (skynet.registry): it names the engine
-        # that runs, with its budget and options, each with its reason.
-        auto_plan = registry.load("engine", "auto")
-        user_budget, budget_said = _call_budget(project)
-        plan = auto_plan(
-            kind=kind,
-            level=cfg.engine.auto,
-            train=len(project.dataset.train),
-            val=len(project.dataset.val),
-            minibatch_size=cfg.engine.reflection_minibatch_size,
-            named_scores=_named_scores(project),
-            budget_set_by_user=user_budget,
-            concurrency=cfg.engine.concurrency,
-            task_slots=_task_slots(project),
-            sampling_set_by_user=_option_set(options, "sampling_strategy"),
-            selection_set_by_user=_option_set(options, "selection_strategy"),
-        )
-        chosen = {
-            name: value
-            for name, value in (
-                ("sampling_strategy", plan.sampling),
-                ("selection_strategy", plan.selection),
+    user_budget, budget_said = _call_budget(project)
+    if is_planner(name):
+        # A planner (Auto) names the engine that runs, with its budget and options, each with
+        # its reason.
+        planned = get_planner(name)(
+            PlanRequest(
+                kind=kind,
+                level=cfg.engine.auto,
+                train=len(project.dataset.train),
+                val=len(project.dataset.val),
+                minibatch_size=cfg.engine.reflection_minibatch_size,
+                named_scores=_named_scores(project),
+                budget_set_by_user=user_budget,
+                concurrency=cfg.engine.concurrency,
+                task_slots=_task_slots(project),
+                options_set=_options_set(options),
             )
-            if value is not None
-        }
-        can = capabilities(plan.engine)
+        )
+        can = capabilities(planned.engine)
         if can.check_artifact is not None:
             can.check_artifact(kind, cfg.artifact)
         return EnginePlan(
-            name=plan.engine,
-            why="auto: " + "; ".join((*plan.reasons, *budget_said)),
-            max_metric_calls=plan.max_metric_calls or user_budget or cfg.budget.max_metric_calls,
-            settings=_engine_settings(project, _with_auto_options(plan.engine, options, chosen)),
-            frontier=plan.frontier,
-            patience=plan.patience,
-            fit_to_budget=plan.fit_to_budget,
+            name=planned.engine,
+            why=f"{name}: " + "; ".join((*planned.reasons, *budget_said)),
+            max_metric_calls=(
+                planned.max_metric_calls or user_budget or cfg.budget.max_metric_calls
+            ),
+            settings=_engine_settings(
+                project, _with_planned_options(planned.engine, options, planned.options)
+            ),
+            patience=planned.patience,
+            fit_to_budget=planned.fit_to_budget,
             runs_program=can.runs_program,
         )
     can = capabilities(name)
     if can.check_artifact is not None:
         can.check_artifact(kind, cfg.artifact)
-    user_budget, budget_said = _call_budget(project)
     return EnginePlan(
         name=name,
         why="; ".join((f"engine '{name}' named in the config", *budget_said)),

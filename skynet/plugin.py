@@ -8,7 +8,9 @@ needs the engine interface does not load the scorers.
 | to write             | names                                                            |
 |----------------------|------------------------------------------------------------------|
 | an artifact kind     | Artifact, Candidate, TaskRunner, Config, Dataset, Item           |
-| an engine            | Engine, EngineContext, EngineOutcome, EngineSettings, Result     |
+| an engine            | Engine, EngineContext, EngineOutcome, EngineSettings, Result,    |
+|                      | ProgramRun, engine_context (a context with no run, for tests)    |
+| a planner            | PlanRequest, Planned                                             |
 | a scorer             | Scorer, GradedScorer, Verdict, Reply, Call, metric_of            |
 | a scorer package     | ScorerPackage, ReportSection, ReportView, Section, load_config,  |
 |                      | EXIT_OK, EXIT_USER, folder_of, with_dir                          |
@@ -25,12 +27,21 @@ if TYPE_CHECKING:
     from skynet.commands import EXIT_OK, EXIT_USER, folder_of, with_dir
     from skynet.config import Config, Section, load_config
     from skynet.data import Dataset, Item
-    from skynet.engine import Engine, EngineContext, EngineOutcome, EngineSettings
+    from skynet.engine import (
+        Engine,
+        EngineContext,
+        EngineOutcome,
+        EngineSettings,
+        Planned,
+        PlanRequest,
+        ProgramRun,
+    )
     from skynet.errors import ConfigError, ContractError
     from skynet.evaluation import Result
     from skynet.packages import ReportSection, ReportView, ScorerPackage
     from skynet.scorers.base import Call, GradedScorer, Reply, Scorer, Verdict
     from skynet.scorers.registry import metric_of
+    from skynet.testing.engine import engine_context
 
 # name -> the module that holds it
 _HOMES = {
@@ -46,6 +57,10 @@ _HOMES = {
     "EngineContext": "skynet.engine",
     "EngineOutcome": "skynet.engine",
     "EngineSettings": "skynet.engine",
+    "ProgramRun": "skynet.engine",
+    "PlanRequest": "skynet.engine",
+    "Planned": "skynet.engine",
+    "engine_context": "skynet.testing.engine",
     "Result": "skynet.evaluation",
     "Scorer": "skynet.scorers.base",
     "GradedScorer": "skynet.scorers.base",
@@ -78,6 +93,10 @@ __all__ = [
     "EngineContext",
     "EngineOutcome",
     "EngineSettings",
+    "PlanRequest",
+    "Planned",
+    "ProgramRun",
+    "engine_context",
     "GradedScorer",
     "Item",
     "Reply",

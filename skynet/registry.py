@@ -9,6 +9,10 @@ A plugin package declares, in its pyproject.toml:
     [project.entry-points."skynet.engines"]
     my-engine = "my_package.engine:MyEngine"      # a class implementing skynet.engine.Engine
 
+    [project.entry-points."skynet.planners"]
+    my-planner = "my_package.plan:plan"           # a skynet.engine.Planner: PlanRequest -> Planned,
+                                                  # named in [engine] name like an engine
+
     [project.entry-points."skynet.scorers"]
     my-scorer = "my_package.scorer:MyScorer"      # a class implementing the Scorer protocol
 
@@ -32,18 +36,18 @@ from typing import Any
 
 from skynet.errors import ConfigError
 
-__all__ = ["GROUPS", "BUILTIN", "names", "load", "is_known"]
+__all__ = ["GROUPS", "BUILTIN", "names", "load", "is_known", "engine_names", "runs_a_project"]
 
 # kind -> entry-point group
 GROUPS = {
     "artifact": "skynet.artifacts",
     "engine": "skynet.engines",
+    "planner": "skynet.planners",
     "scorer": "skynet.scorers",
     "package": "skynet.packages",
 }
 
-# kind -> name -> "module:attribute"; a new built-in adds one line here. "auto" is Skynet's
-# planner over the engines (engines.auto), named like one.
+# kind -> name -> "module:attribute"; a new built-in adds one line here.
 BUILTIN: dict[str, dict[str, str]] = {
     # An artifact kind's loader: from_project(project_dir, config, dataset) -> Artifact
     # (skynet.artifacts.base).
@@ -55,7 +59,11 @@ BUILTIN: dict[str, dict[str, str]] = {
     "engine": {
         "gepa": "engines.gepa:GepaEngine",
         "dspy-gepa": "engines.dspy_gepa:DspyGepaEngine",
-        "auto": "engines.auto:plan",
+    },
+    # A planner chooses the engine that runs, its budget and options (skynet.engine.Planner);
+    # [engine] name takes it like an engine's name.
+    "planner": {
+        "auto": "engines.auto:planner",
     },
     "scorer": {
         "contains": "skynet.scorers.contains:Contains",
@@ -74,6 +82,7 @@ BUILTIN: dict[str, dict[str, str]] = {
 _SET_BY = {
     "artifact": "[artifact] kind in skynet.toml",
     "engine": "[engine] name in skynet.toml, --engine, or engine= in skynet.optimize()",
+    "planner": "[engine] name in skynet.toml, --engine, or engine= in skynet.optimize()",
     "scorer": "metric = NAME in skynet.toml, or metric= in skynet.optimize()",
     "package": "metric = NAME in skynet.toml",
 }
@@ -94,6 +103,16 @@ def names(kind: str) -> list[str]:
 
 def is_known(kind: str, name: str) -> bool:
     return name in BUILTIN[kind] or name in _plugins(kind)
+
+
+def engine_names() -> list[str]:
+    """What [engine] name takes: the planners (Auto), then the engines."""
+    return names("planner") + names("engine")
+
+
+def runs_a_project(name: str) -> bool:
+    """Whether [engine] name = `name` names a planner or an engine."""
+    return is_known("planner", name) or is_known("engine", name)
 
 
 def load(kind: str, name: str) -> Any:

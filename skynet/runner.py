@@ -16,12 +16,7 @@ from typing import IO, Any
 
 from skynet.contract import Metric
 from skynet.data import Item
-from skynet.engine import (
-    Candidate,
-    Engine,
-    gepa_proposals,
-    get_engine,
-)
+from skynet.engine import Candidate, Engine, capabilities, get_engine
 from skynet.errors import BudgetExhausted, ConfigError, ContractError, RunAborted, SkynetError
 from skynet.evaluation import Evaluation, Result
 from skynet.gain import Gain, paired_gain
@@ -579,7 +574,7 @@ class DryRunEstimate:
     sampled_items: int
     task_usd_per_call: float | None
     judge_usd_per_call: float | None
-    proposals: int
+    proposals: int | None  # None: the engine does not say (Engine.proposals_for)
     reflection_usd_per_call: float | None
     notes: tuple[str, ...]
     # The seed and the best on every test item after the search (0: no test split, or
@@ -604,7 +599,7 @@ class DryRunEstimate:
             if self.judge_usd_per_call is None
             else self.judge_usd_per_call * self.planned_metric_calls,
             None
-            if self.reflection_usd_per_call is None
+            if self.reflection_usd_per_call is None or self.proposals is None
             else self.reflection_usd_per_call * self.proposals,
         ]
         return None if any(p is None for p in parts) else sum(p for p in parts if p is not None)
@@ -656,13 +651,21 @@ def dry_run(project: Project, *, sample: int = 3) -> DryRunEstimate:
     if judge_after.unpriced_calls > judge_before.unpriced_calls:
         judge_per_call = None
         notes.append("judge cost unknown: the metric model has no known price")
-    # The budget formula Auto sizes budgets with, inverted.
-    proposals = gepa_proposals(planned, val=len(val), minibatch=minibatch)
+    # How many proposals the budget pays for, as the engine spends it (gepa's formula, which
+    # Auto sizes budgets with, inverted); an engine that does not say: the cost is unknown.
+    count = capabilities(engine_name).proposals_for
+    proposals = None if count is None else count(planned, val=len(val), minibatch=minibatch)
     reflection_model = models.config.model_for("reflection")
     price = models.price(reflection_model)
     text = "\n".join(seed.values())
     prompt_chars = 900 + minibatch * (feedback_chars / max(1, len(sampled)) + 200) + len(text)
-    if price is None:
+    if proposals is None:
+        reflection_per_call = None
+        notes.append(
+            f"reflection cost unknown: engine '{engine_name}' does not say how many "
+            "proposals its budget pays for (Engine.proposals_for)"
+        )
+    elif price is None:
         reflection_per_call = None
         notes.append(f"reflection cost unknown: no price for {reflection_model} (declare one)")
     else:

@@ -28,7 +28,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from skynet.contract import TIMED_OUT_KEY, CheckReport
 from skynet.data import SPLITS, Item
-from skynet.engine import Candidate, Engine, EngineContext, EngineOutcome
+from skynet.engine import Candidate, Engine, EngineContext, EngineOutcome, ProgramRun
 from skynet.errors import (
     BudgetExhausted,
     ConfigError,
@@ -748,7 +748,6 @@ class RunSession:
             record_lineage=self.record_lineage,
             should_stop=self.should_stop,
             max_metric_calls=self.engine_budget,
-            frontier=plan.frontier,
             patience=plan.patience,
             fit_to_budget=plan.fit_to_budget,
             settings=plan.settings,
@@ -756,12 +755,19 @@ class RunSession:
             minibatch_size=cfg.engine.reflection_minibatch_size,
             log=self.say,
             engine_log=self.engine_log,
-            program=self.project.artifact.as_program(cfg.artifact) if plan.runs_program else None,
             models=self.models,
-            score_output=self.score_output,
-            record_failure=self.record_failure,
             max_side_info_chars=cfg.engine.max_side_info_chars,
-            predictor_feedback=getattr(self.project.metric.fn, "for_predictor", None),
+            program_run=(
+                ProgramRun(
+                    artifact=self.project.artifact,
+                    artifact_settings=cfg.artifact,
+                    score_output=self.score_output,
+                    record_failure=self.record_failure,
+                    predictor_feedback=getattr(self.project.metric.fn, "for_predictor", None),
+                )
+                if plan.runs_program
+                else None
+            ),
         )
 
     # -- driving and ending ----------------------------------------------------------------

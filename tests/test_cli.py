@@ -25,11 +25,18 @@ from projects import (
 )
 
 from skynet.cli import main
+from skynet.runs.store import RunStore, runs_db_path
 from skynet.testing import is_reflection, reply
 
 
 def runs_db(project: Path) -> sqlite3.Connection:
+    """The raw file, for polling it while another process writes it."""
     return sqlite3.connect(project / ".skynet" / "runs.db")
+
+
+def runs_store(project: Path) -> RunStore:
+    """The project's run store, opened for reading."""
+    return RunStore(runs_db_path(project), readonly=True)
 
 
 def test_init_writes_a_project_that_checks(tmp_path, capsys):
@@ -92,19 +99,15 @@ def test_run_show_eval_end_to_end(tmp_path, scripted_server, capsys):
     best = next((project / ".skynet" / "runs").glob("*/best_prompt.md")).read_text()
     assert BETTER in best and "Country: {country}" in best
 
-    with runs_db(project) as db:
-        run_id, status, best_id, seed_id = db.execute(
-            "SELECT id, status, best_candidate_id, seed_candidate_id FROM runs"
-        ).fetchone()
+    with runs_store(project) as store:
+        (run,) = store.list_runs()
+        run_id, status = run.id, run.status
+        best_id, seed_id = run.best_candidate_id, run.seed_candidate_id
         assert status == "finished" and best_id != seed_id
-        scores = dict(
-            db.execute(
-                "SELECT candidate_id, AVG(score) FROM evaluations WHERE split='val' GROUP BY candidate_id"
-            )
-        )
-        calls = db.execute("SELECT role, COUNT(*) FROM calls GROUP BY role").fetchall()
+        scores = store.mean_scores(run_id, split="val")
+        calls = Counter(c.role for c in store.calls(run_id))
     assert scores[seed_id] == 0.0 and scores[best_id] == 1.0
-    assert dict(calls)["task"] > 0 and dict(calls)["reflection"] >= 1
+    assert calls["task"] > 0 and calls["reflection"] >= 1
 
     html = tmp_path / "report.html"
     assert main(["-C", str(project), "show", "--html", str(html)]) == 0
@@ -142,9 +145,10 @@ def test_kill_and_resume_pays_nothing_twice(tmp_path, scripted_server):
     assert proc.poll() is None, proc.communicate()
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
-    with runs_db(project) as db:
-        before = set(db.execute("SELECT candidate_id, item_id, score FROM evaluations"))
-        run_id, status = db.execute("SELECT id, status FROM runs").fetchone()
+    with runs_store(project) as store:
+        (run,) = store.list_runs()
+        run_id, status = run.id, run.status
+        before = {(e.candidate_id, e.item_id, e.score) for e in store.evaluations(run_id)}
     assert status == "running" and len(before) >= 6
     requests_before = scripted_server.request_count
 
@@ -153,9 +157,9 @@ def test_kill_and_resume_pays_nothing_twice(tmp_path, scripted_server):
     )
     assert done.returncode == 0, done.stderr
     assert f"resuming run {run_id}" in done.stderr
-    with runs_db(project) as db:
-        after = set(db.execute("SELECT candidate_id, item_id, score FROM evaluations"))
-        assert db.execute("SELECT status FROM runs").fetchone()[0] == "finished"
+    with runs_store(project) as store:
+        after = {(e.candidate_id, e.item_id, e.score) for e in store.evaluations(run_id)}
+        assert store.get_run(run_id).status == "finished"
     assert before <= after and len(after) > len(before)  # nothing recorded was lost
     # Nothing recorded was paid again: no prompt was sent twice, except one in flight at the kill.
     sent = Counter(
@@ -222,11 +226,12 @@ def test_a_metric_that_raises_aborts_the_run_with_a_clear_message(
     assert main(["-C", str(project), "run"]) == 2
     line = one_line_error(capsys)
     assert "evaluations failed" in line and "metric bug" in line
-    with runs_db(project) as db:
-        (status,) = db.execute("SELECT status FROM runs").fetchone()
-        errors = db.execute(
-            "SELECT COUNT(*) FROM evaluations WHERE error_kind='metric' AND score IS NULL"
-        ).fetchone()[0]
+    with runs_store(project) as store:
+        (run,) = store.list_runs()
+        status = run.status
+        errors = sum(
+            1 for e in store.evaluations(run.id) if e.error_kind == "metric" and e.score is None
+        )
     assert status == "aborted" and errors >= 5
 
 
@@ -248,9 +253,10 @@ def test_the_starter_runs_on_the_embedded_model(tmp_path, capsys):
     assert main(["-C", str(project), "run", "--max-metric-calls", "20"]) == 0
     out = capsys.readouterr().out
     assert "baseline" in out and "best candidate written to" in out
-    with runs_db(project) as db:
-        calls = dict(db.execute("SELECT role, COUNT(*) FROM calls GROUP BY role"))
-        rows = db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+    with runs_store(project) as store:
+        (run,) = store.list_runs()
+        calls = Counter(c.role for c in store.calls(run.id))
+        rows = len(store.evaluations(run.id))
     assert calls["task"] >= 20 and calls["reflection"] >= 1 and rows >= 20
 
 
@@ -280,8 +286,9 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path, scripted_server):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    with runs_db(project) as db:
-        run_id, status = db.execute("SELECT id, status FROM runs").fetchone()
+    with runs_store(project) as store:
+        (run,) = store.list_runs()
+        run_id, status = run.id, run.status
     assert status == "stopped"
     assert f"skynet run --resume {run_id}" in err
     assert "Traceback" not in err
@@ -301,10 +308,11 @@ def test_a_failing_reflection_model_stops_the_run_with_exit_1(tmp_path, scripted
     err = capsys.readouterr().err
     assert "skynet: model error:" in err and "reflection" in err
     assert "Traceback" not in err
-    with runs_db(project) as db:
-        status = db.execute("SELECT status FROM runs").fetchone()[0]
-        failed = db.execute("SELECT COUNT(*) FROM proposals WHERE status='failed'").fetchone()[0]
-        evaluations = db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+    with runs_store(project) as store:
+        (run,) = store.list_runs()
+        status = run.status
+        failed = sum(1 for p in store.proposals(run.id) if p.status == "failed")
+        evaluations = len(store.evaluations(run.id))
     assert status == "failed" and failed == 3
     assert evaluations < 60  # the budget was not burned on a run that could not propose
 
@@ -314,8 +322,9 @@ def test_resuming_a_finished_run_is_refused(tmp_path, scripted_server, capsys):
     scripted_server.responder = task_responder
     project = make_project(tmp_path / "p", scripted_server.url, budget=20)
     assert main(["-C", str(project), "run"]) == 0
-    with runs_db(project) as db:
-        run_id = db.execute("SELECT id FROM runs").fetchone()[0]
+    with runs_store(project) as store:
+        (run,) = store.list_runs()
+        run_id = run.id
     capsys.readouterr()
     assert main(["-C", str(project), "run", "--resume", run_id]) == 2
     assert "already finished" in one_line_error(capsys)
@@ -356,14 +365,12 @@ def test_rescore_scores_saved_outputs_without_calling_the_task_model(
     out = capsys.readouterr().out
     assert "(no task-model call)" in out
     assert scripted_server.request_count == requests  # no model call at all
-    with runs_db(project) as db:
-        hashes = db.execute("SELECT COUNT(DISTINCT metric_hash) FROM evaluations").fetchone()[0]
-        rescored = db.execute(
-            "SELECT COUNT(*) FROM evaluations e JOIN runs r ON e.metric_hash != r.metric_hash"
-        ).fetchone()[0]
-        total_before = db.execute(
-            "SELECT COUNT(*) FROM evaluations e JOIN runs r ON e.metric_hash = r.metric_hash"
-        ).fetchone()[0]
+    with runs_store(project) as store:
+        (run,) = store.list_runs()
+        evaluations = store.evaluations(run.id)
+        hashes = len({e.metric_hash for e in evaluations})
+        rescored = sum(1 for e in evaluations if e.metric_hash != run.metric_hash)
+        total_before = sum(1 for e in evaluations if e.metric_hash == run.metric_hash)
     assert hashes == 2 and rescored == total_before
     assert main(["-C", str(project), "show"]) == 0
     shown = capsys.readouterr().out
@@ -379,10 +386,11 @@ def test_a_dollar_budget_stops_the_run_within_one_proposal(tmp_path, scripted_se
     project = make_project(tmp_path / "p", scripted_server.url, budget=400)
     # $1 per million input tokens, 1,000 tokens a call: every call costs $0.001.
     assert main(["-C", str(project), "run", "--max-cost-usd", "0.03"]) == 0
-    with runs_db(project) as db:
-        spent = db.execute("SELECT SUM(cost_usd) FROM calls WHERE cached = 0").fetchone()[0]
-        evaluations = db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
-        status = db.execute("SELECT status FROM runs").fetchone()[0]
+    with runs_store(project) as store:
+        (run,) = store.list_runs()
+        spent = sum(c.cost_usd or 0.0 for c in store.calls(run.id) if not c.cached)
+        evaluations = len(store.evaluations(run.id))
+        status = run.status
     assert status == "finished" and evaluations < 400
     # Reserved before sent: never past the budget. It stops within one proposal of it (a
     # reflection call, the child on a minibatch of 3 and on the 8 val items) plus the refused
@@ -406,8 +414,8 @@ def test_dry_run_plans_and_prices_without_recording_a_run(tmp_path, scripted_ser
     assert scripted_server.request_count == 3  # three sampled val items, nothing else
     db = project / ".skynet" / "runs.db"
     if db.exists():
-        with runs_db(project) as conn:
-            assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+        with runs_store(project) as store:
+            assert len(store.list_runs()) == 0
     # The real run does not pay again for the sampled calls (they are in the call cache).
     assert main(["-C", str(project), "run"]) == 0
     sent = Counter(
@@ -640,7 +648,8 @@ def test_eval_under_a_money_budget_stops_cleanly_at_the_limit(tmp_path, scripted
     assert "max_cost_usd" in captured.err
     assert "over 3 item(s)" in captured.out
     assert len(scripted_server.requests) == 3
-    with runs_db(project) as db:
-        spent = db.execute("SELECT SUM(cost_usd) FROM calls WHERE cached = 0").fetchone()[0]
-        status = db.execute("SELECT status FROM runs").fetchone()[0]
+    with runs_store(project) as store:
+        (run,) = store.list_runs()
+        spent = sum(c.cost_usd or 0.0 for c in store.calls(run.id) if not c.cached)
+        status = run.status
     assert spent <= 0.0031 and status == "stopped"

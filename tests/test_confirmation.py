@@ -10,7 +10,6 @@ that chose nothing.
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -119,10 +118,8 @@ def test_confirm_false_turns_it_off_and_says_so(tmp_path, scripted_server, capsy
     assert s.gain is None and s.confirmation_calls == 0
     assert s.confirmation == {"state": "off", "items": 6}
     assert "not confirmed ([budget] confirm = false)" in out
-    with sqlite3.connect(runs_db_path(project)) as db:
-        assert db.execute("SELECT COUNT(*) FROM evaluations WHERE split = 'test'").fetchone() == (
-            0,
-        )
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        assert len(store.evaluations(s.run.id, split="test")) == 0
 
 
 def test_a_string_for_confirm_is_refused_in_one_line(tmp_path, scripted_server, capsys):
@@ -188,10 +185,8 @@ def test_holdout_selection_chooses_the_best_on_items_the_search_did_not_see(
     assert chosen["scores"][s.best.id] == 1.0 and chosen["scores"][s.seed.id] == 0.0
     assert s.val_items == 2  # the val figures are on the rest of val
     assert s.metric_calls <= 30  # the selection's evaluations are within the search's budget
-    with sqlite3.connect(runs_db_path(project)) as db:
-        rows = db.execute("SELECT COUNT(*) FROM evaluations WHERE split = 'selection'").fetchone()[
-            0
-        ]
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        rows = len(store.evaluations(s.run.id, split="selection"))
     assert rows == 2 * len(chosen["candidates"])
     assert "selection: holdout: the best was chosen among" in captured.out
     assert s.gain is not None and s.gain.verdict == "better"

@@ -5,11 +5,11 @@ is replaced and its evaluation recorded once, on processes and on a real local R
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -20,6 +20,7 @@ import pytest
 from projects import make_project, task_responder
 
 from skynet.cli import main
+from skynet.runs.store import RunStore, runs_db_path
 
 
 def _with_engine(project, **keys):
@@ -30,15 +31,23 @@ def _with_engine(project, **keys):
 
 
 def _records(project):
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        runs = store.list_runs()
         evaluations = sorted(
-            db.execute("SELECT candidate_id, item_id, split, score, error FROM evaluations")
+            (e.candidate_id, e.item_id, e.split, e.score, e.error)
+            for run in runs
+            for e in store.evaluations(run.id)
         )
-        candidates = sorted(db.execute("SELECT id, parents FROM candidates"))
-        best = db.execute("SELECT best_candidate_id, status FROM runs").fetchone()
-        task_calls = db.execute(
-            "SELECT COUNT(*) FROM calls WHERE role = 'task' AND ok = 1 AND cached = 0"
-        ).fetchone()[0]
+        candidates = sorted(
+            (c.id, json.dumps(c.parents)) for run in runs for c in store.candidates(run.id)
+        )
+        best = (runs[-1].best_candidate_id, runs[-1].status)  # the first recorded
+        task_calls = sum(
+            1
+            for run in runs
+            for c in store.calls(run.id)
+            if c.role == "task" and c.ok and not c.cached
+        )
     return evaluations, candidates, best, task_calls
 
 
@@ -311,8 +320,8 @@ def test_skynet_optimize_runs_on_worker_processes_with_the_callers_metric(
                               store=tmp_path / "workers", **tables)  # fmt: skip
     assert workers.best == threads.best and workers.best_score == threads.best_score == 1.0
     assert workers.baseline_score == threads.baseline_score
-    with sqlite3.connect(tmp_path / "threads" / "runs.db") as db:
-        (evaluated,) = db.execute("SELECT COUNT(*) FROM evaluations").fetchone()
+    with RunStore(tmp_path / "threads" / "runs.db", readonly=True) as store:
+        evaluated = len(store.evaluations(threads.run_id))
     # Here, only the self-test ran the metric; every evaluation ran it on a worker. (The threads
     # run made the self-test's calls and at least one per evaluation it recorded.)
     assert evaluated > 0 and 0 < len(calls) - before <= before - evaluated
@@ -364,8 +373,8 @@ def test_a_killed_driver_takes_its_workers_with_it_and_the_run_resumes(
         time.sleep(0.1)
     assert not [p for p in workers if Path(f"/proc/{p}/stat").exists()]  # none outlives it
 
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        (run_id,) = db.execute("SELECT id FROM runs").fetchone()
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        run_id = store.list_runs()[-1].id
     scripted_server.responder = task_responder
     assert main(["-C", str(project), "run", "--resume", run_id]) == 0
     capsys.readouterr()
@@ -475,8 +484,11 @@ def test_a_hostile_code_candidate_on_a_worker_reaches_nothing_outside_its_sandbo
     assert "a worker process died" not in said.err  # no worker, and not the driver, was hit
     best = next((project / ".skynet" / "runs").glob("*/best_code.py")).read_text()
     assert best.strip() == fixed.strip()
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
+    with RunStore(runs_db_path(project), readonly=True) as store:
         outputs = [
-            o for (o,) in db.execute("SELECT output FROM evaluations") if o and "reached" in o
+            o
+            for run in store.list_runs()
+            for o in (json.dumps(e.output) for e in store.evaluations(run.id))
+            if o and "reached" in o
         ]
     assert outputs and all('"reached": []' in o for o in outputs)  # loopback out of its reach

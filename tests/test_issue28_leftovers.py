@@ -138,6 +138,18 @@ def test_max_full_evals_and_max_metric_calls_together_are_one_config_error(tmp_p
     assert "keep one" in message
 
 
+def test_both_budgets_given_as_flags_name_the_flags_not_the_file(tmp_path, capsys):
+    project = make_project(tmp_path / "p", "http://127.0.0.1:9/v1")
+    flags = ["--max-metric-calls", "10", "--set", "budget.max_full_evals=2"]
+    assert main(["-C", str(project), "run", *flags]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.startswith(
+        "skynet: error: --max-metric-calls 10 and --set budget.max_full_evals=2: "
+        "budget.max_metric_calls = 10 and budget.max_full_evals = 2 both set"
+    ), line
+    assert "skynet.toml" not in line
+
+
 @pytest.mark.parametrize(
     ("value", "wanted"),
     [(0, "greater than or equal to 1"), ("2", "valid integer"), (True, "boolean")],

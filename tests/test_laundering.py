@@ -125,7 +125,7 @@ def test_a_nan_temperature_is_refused_before_it_is_sent(scripted_server, tmp_pat
 
     # Control: with the proxy's check off, the NaN request is sent and fails in the model
     # layer; with the classification off too, the item vanishes from the mean.
-    monkeypatch.setattr("skynet.sandbox._invalid_params", lambda params: "")
+    monkeypatch.setattr("skynet.sandbox._proxy._invalid_params", lambda params: "")
     monkeypatch.setattr(ModelError, "refused_request", property(lambda self: False))
     laundered = _evaluate(LAUNDER_NAN, scripted_server, tmp_path / "control")
     assert laundered.left_out == 2

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from skynet.cli import main
+from skynet.runs.store import RunStore, runs_db_path
 
 pytestmark = pytest.mark.embedded
 
@@ -94,12 +94,13 @@ def _project(tmp_path: Path, example: str, url: str) -> Path:
 
 
 def _evaluations(project: Path) -> tuple[str, list[tuple[str | None, str | None]], int]:
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        status = db.execute("SELECT status FROM runs").fetchone()[0]
-        rows = db.execute("SELECT output, feedback FROM evaluations").fetchall()
-        served = db.execute(
-            "SELECT COUNT(*) FROM calls WHERE model = 'openai/smollm2' AND ok = 1 AND cached = 0"
-        ).fetchone()[0]
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        (run,) = store.list_runs()
+        status = run.status
+        rows = [(json.dumps(e.output), e.feedback) for e in store.evaluations(run.id)]
+        served = sum(
+            1 for c in store.calls(run.id) if c.model == "openai/smollm2" and c.ok and not c.cached
+        )
     return status, rows, served
 
 

@@ -5,8 +5,8 @@ recorded in ./.skynet of the notebook's working folder."""
 
 from __future__ import annotations
 
+import json
 import re
-import sqlite3
 from pathlib import Path
 
 import nbformat
@@ -14,6 +14,8 @@ import pytest
 from ipykernel.kernelspec import install as install_kernelspec
 from nbclient import NotebookClient
 from projects import BETTER, task_responder
+
+from skynet.runs.store import RunStore
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "examples" / "notebook.ipynb"
 KERNEL = "skynet-test-python"
@@ -152,13 +154,12 @@ def test_the_notebook_runs_on_a_real_kernel(tmp_path, scripted_server, monkeypat
     # The runs are recorded in ./.skynet of the kernel's working folder, as ordinary runs.
     db = work / ".skynet" / "runs.db"
     assert db.is_file()
-    with sqlite3.connect(db) as c:
-        runs = dict(c.execute("SELECT id, engine FROM runs WHERE status = 'finished'").fetchall())
-        best_content = c.execute(
-            "SELECT content FROM candidates JOIN runs ON runs.id = candidates.run_id "
-            "AND runs.best_candidate_id = candidates.id WHERE runs.id = ?",
-            (run_id,),
-        ).fetchone()
+    with RunStore(db, readonly=True) as store:
+        runs = {r.id: r.engine for r in store.list_runs() if r.status == "finished"}
+        best_id = store.get_run(run_id).best_candidate_id
+        best_content = next(
+            ((json.dumps(c.content),) for c in store.candidates(run_id) if c.id == best_id), None
+        )
     assert runs.get(run_id) == "gepa"
     assert "eval" in runs.values()  # skynet.evaluate's run
     assert best_content is not None and BETTER in best_content[0]

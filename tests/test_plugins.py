@@ -36,8 +36,9 @@ class TinyText:
     isolation = None
     unsandboxed = False
 
-    def __init__(self, text):
+    def __init__(self, text, sign_off=""):
         self.components = {"instructions": text}
+        self.sign_off = sign_off  # the kind's own setting, from [artifact.options]
 
     def fingerprint(self, settings, task_model):
         return repr(["tiny-text", task_model, settings.max_tokens])
@@ -45,7 +46,7 @@ class TinyText:
     def task(self, models, settings):
         def run(candidate, input):
             messages = [
-                {"role": "system", "content": candidate["instructions"]},
+                {"role": "system", "content": candidate["instructions"] + self.sign_off},
                 {"role": "user", "content": f"Country: {input['country']}"},
             ]
             return models.complete("task", messages, max_tokens=settings.max_tokens).text
@@ -60,15 +61,16 @@ class TinyText:
             raise ConfigError(f"{path}: {missing}")
         return {"instructions": path.read_text().strip()}
 
-    def as_program(self, settings):
-        raise ConfigError("tiny-text runs under engine 'gepa' or 'tiny' only")
-
 
 def from_project(project_dir, config, dataset):
     path = project_dir / config.artifact.path
     if not path.is_file():
         raise ConfigError(f"{path}: no instructions file; set [artifact] path")
-    return TinyText(path.read_text().strip())
+    options = dict(config.artifact.options)
+    sign_off = options.pop("sign_off", "")
+    if options:
+        raise ConfigError(f"[artifact.options] {sorted(options)[0]}: tiny-text takes sign_off only")
+    return TinyText(path.read_text().strip(), sign_off)
 
 
 class TinyEngine:
@@ -290,6 +292,52 @@ def test_a_plugin_artifact_kind_runs_optimizes_and_evaluates_with_no_edit_to_sky
     assert main(["-C", str(project), "check", "--set", "artifact.kind=tiny-txt"]) == 2
     line = capsys.readouterr().err.strip()
     assert "no artifact kind has this name; known:" in line and '"tiny-text"' in line, line
+
+
+@pytest.mark.slow
+def test_a_plugin_artifact_kind_with_its_own_settings_runs_from_python(
+    installed, tmp_path, scripted_server, monkeypatch
+):
+    from test_python_api import TRAIN, VAL, _tables
+
+    scripted_server.responder = task_responder
+    monkeypatch.chdir(tmp_path)
+    seed = tmp_path / "instructions.txt"
+    seed.write_text("Tell the user about the country.\n")
+    tables = _tables(scripted_server.url)
+    tables["artifact"] = {"kind": "tiny-text", "options": {"sign_off": " Be brief."}}
+    result = skynet.optimize(
+        seed,
+        metric={"name": "tiny-contains", "options": {"column": "capital"}},
+        train=TRAIN,
+        val=VAL,
+        inputs=["country"],
+        **tables,
+    )
+    assert result.best == {"instructions": BETTER} and result.best_score == 1.0
+    systems = [
+        m["content"]
+        for body in scripted_server.requests
+        for m in body["messages"]
+        if m["role"] == "system" and "Country: " in body["messages"][-1]["content"]
+    ]
+    assert systems and all(text.endswith(" Be brief.") for text in systems)  # the kind's setting
+    # Its own settings are the kind's to check; a built-in kind takes none.
+    tables["artifact"] = {"kind": "tiny-text", "options": {"tone": "dry"}}
+    with pytest.raises(skynet.ConfigError, match="tiny-text takes sign_off only"):
+        skynet.optimize(
+            seed, metric="tiny-contains", train=TRAIN, val=VAL, inputs=["country"], **tables
+        )
+    tables["artifact"] = {"kind": "prompt", "options": {"tone": "dry"}}
+    with pytest.raises(skynet.ConfigError, match=r"kind 'prompt' takes none"):
+        skynet.optimize(
+            "Say.", metric="tiny-contains", train=TRAIN, val=VAL, inputs=["country"], **tables
+        )
+    tables["artifact"] = {"kind": "tiny-txt"}
+    with pytest.raises(skynet.ConfigError, match="unknown artifact 'tiny-txt'; known artifacts"):
+        skynet.optimize(
+            seed, metric="tiny-contains", train=TRAIN, val=VAL, inputs=["country"], **tables
+        )
 
 
 def test_unknown_and_broken_plugins_are_one_line(installed, tmp_path, scripted_server, capsys):

@@ -5,7 +5,7 @@ are ordinary runs that the CLI reads."""
 from __future__ import annotations
 
 import io
-import sqlite3
+import json
 
 import pytest
 from artifacts.test_dspy_runs import CAPITAL, responder
@@ -13,6 +13,7 @@ from projects import BETTER, COUNTRIES, make_project, task_responder
 
 import skynet
 from skynet.cli import main
+from skynet.runs.store import RunStore
 
 ROWS = [
     {"id": f"c{i}", "country": country, "capital": capital}
@@ -42,11 +43,11 @@ def _tables(url: str, budget: int = 40) -> dict:
 
 
 def _evaluations(db) -> list[tuple]:
-    with sqlite3.connect(db) as c:
+    with RunStore(db, readonly=True) as store:
         return sorted(
-            c.execute(
-                "SELECT candidate_id, item_id, output, score, feedback FROM evaluations"
-            ).fetchall()
+            (e.candidate_id, e.item_id, json.dumps(e.output), e.score, e.feedback)
+            for run in store.list_runs()
+            for e in store.evaluations(run.id)
         )
 
 
@@ -89,10 +90,9 @@ def test_optimize_from_python_records_the_run_the_cli_makes(tmp_path, scripted_s
     assert [c["candidate"]["instructions"] for c in result.candidates][:1] == [SEED]
 
 
-def test_evaluate_scores_a_candidate_on_rows(tmp_path, scripted_server, monkeypatch):
-    scripted_server.responder = task_responder
+def test_evaluate_scores_a_candidate_on_rows(tmp_path, model_double, monkeypatch):
+    model_double.responder = task_responder
     monkeypatch.chdir(tmp_path)
-    tables = _tables(scripted_server.url)
     ev = skynet.evaluate(
         BETTER,
         metric=score,
@@ -100,7 +100,7 @@ def test_evaluate_scores_a_candidate_on_rows(tmp_path, scripted_server, monkeypa
         inputs=["country"],
         outputs=["capital"],
         user="Country: {country}",
-        models=tables["models"],
+        models=model_double.models_table(),
     )
     assert ev.mean == 1.0 and len(ev.results) == len(VAL)
     assert all(r.score == 1.0 and r.feedback == "right" for r in ev.results)
@@ -306,8 +306,8 @@ def test_a_python_made_run_is_rescored_from_python_and_the_cli_says_how(
 
 
 def _runs(db) -> list[str]:
-    with sqlite3.connect(db) as c:
-        return [r for (r,) in c.execute("SELECT id FROM runs")]
+    with RunStore(db, readonly=True) as store:
+        return [r.id for r in reversed(store.list_runs())]  # in the order recorded
 
 
 # -- bad input: one clear error, nothing spent ---------------------------------------------------

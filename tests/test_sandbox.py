@@ -461,10 +461,8 @@ def _inline(
 
 # -- where bubblewrap cannot run --------------------------------------------------------------
 def test_without_bwrap_code_refuses_with_the_fix(monkeypatch, tmp_path):
-    from skynet import sandbox
-
     monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on it
-    monkeypatch.setattr(sandbox, "_probed", {})
+    monkeypatch.setattr("skynet.sandbox._run._probed", {})
     with pytest.raises(SandboxUnavailable) as caught:
         check_available("bwrap")
     message = str(caught.value)

@@ -2,7 +2,7 @@
 kernel knobs or root's kernel keyring, and holds no privilege on the host (issue 25).
 
 Each attack runs through the code artifact, as a real evaluation does. Its control runs the same
-candidate with the defences switched off (`sandbox._GUARDS` empty: bwrap's arguments as they were
+candidate with the defences switched off (`sandbox._run._GUARDS` empty: bwrap's arguments as they were
 before), and it succeeds there. The controls never change the host: a knob is written only with
 the value it already has, and core_pattern, drop_caches and sysrq-trigger are only opened for
 writing (tests/fixtures/hostile/proc_knobs.py).
@@ -23,6 +23,8 @@ import unprivileged
 
 from skynet import sandbox
 from skynet.artifacts.code import CodeArtifact
+from skynet.sandbox import _run
+from skynet.sandbox._bwrap import _CANDIDATE_UID
 
 HOSTILE = Path(__file__).parent / "fixtures" / "hostile"
 REPO = Path(__file__).parent.parent
@@ -48,15 +50,15 @@ def run(name: str, input: dict[str, Any] | None = None) -> Any:
 # -- who the candidate is --------------------------------------------------------------------
 def test_the_candidate_is_not_root_and_holds_no_capability():
     got = run("identity")
-    assert got["uid"] == got["euid"] == sandbox._CANDIDATE_UID, got
-    assert got["host_uid"] == sandbox._CANDIDATE_UID, got  # not root on the host either
+    assert got["uid"] == got["euid"] == _CANDIDATE_UID, got
+    assert got["host_uid"] == _CANDIDATE_UID, got  # not root on the host either
     assert got["groups"] == [], got
     assert int(got["CapEff"], 16) == 0 and int(got["CapPrm"], 16) == 0, got
     assert got["userns"] != os.readlink("/proc/self/ns/user"), got
 
 
 def test_without_the_defence_the_candidate_is_root_on_the_host(monkeypatch):
-    monkeypatch.setattr(sandbox, "_GUARDS", OFF)
+    monkeypatch.setattr(_run, "_GUARDS", OFF)
     got = run("identity")
     # bwrap's own user namespace as root maps the sandbox's root to the host's: the kernel
     # checks sysctls and keys against that uid, whatever the capabilities.
@@ -81,14 +83,14 @@ def test_each_layer_alone_refuses_the_knobs(monkeypatch, guards):
     (read-only file system) each hold the named knobs without the other. (The uid alone leaves
     the files anyone may write, /proc/pressure's triggers, open: the read-only /proc closes
     those too.)"""
-    monkeypatch.setattr(sandbox, "_GUARDS", frozenset(guards))
+    monkeypatch.setattr(_run, "_GUARDS", frozenset(guards))
     got = run("proc_knobs")
     for path, outcome in got["knobs"].items():
         assert outcome in REFUSED, (path, outcome)
 
 
 def test_without_the_defence_the_knobs_are_writable(monkeypatch):
-    monkeypatch.setattr(sandbox, "_GUARDS", OFF)
+    monkeypatch.setattr(_run, "_GUARDS", OFF)
     got = run("proc_knobs")
     knobs = got["knobs"]
     # Written with the value it had: the host is unchanged, and the write went through.
@@ -160,7 +162,7 @@ def test_roots_keyring_is_unreachable():
 
 
 def test_without_the_defence_roots_keys_are_read(monkeypatch):
-    monkeypatch.setattr(sandbox, "_GUARDS", OFF)
+    monkeypatch.setattr(_run, "_GUARDS", OFF)
     got, secret = _in_root_session(lambda keys: run("keyring", keys))
     assert got["search"] == secret, got  # the session key's payload
     assert secret in got["/proc/keys"], got  # and root's user key, by name
@@ -169,7 +171,7 @@ def test_without_the_defence_roots_keys_are_read(monkeypatch):
 def test_an_unprivileged_uid_alone_still_reads_the_session_keyring(monkeypatch):
     """The uid is not the keyring's defence: the session keyring is inherited, and a key in it is
     possessed whoever the process is. The seccomp filter is."""
-    monkeypatch.setattr(sandbox, "_GUARDS", frozenset({"user", "proc"}))
+    monkeypatch.setattr(_run, "_GUARDS", frozenset({"user", "proc"}))
     got, secret = _in_root_session(lambda keys: run("keyring", keys))
     assert got["search"] == secret, got
 

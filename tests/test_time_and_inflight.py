@@ -15,7 +15,6 @@ import time
 import pytest
 
 import skynet.measure as measure
-import skynet.sandbox as sandbox
 from skynet.artifacts.code import CodeArtifact
 from skynet.contract import Metric
 from skynet.data import Item
@@ -23,6 +22,7 @@ from skynet.errors import BudgetExhausted
 from skynet.evaluation import Evaluation
 from skynet.measure import CallFigures, Meter, metering
 from skynet.models import using
+from skynet.sandbox import _proxy
 from skynet.testing.server import ScriptedServer, reply
 
 PRICE = {"input_per_mtok": 1000.0, "output_per_mtok": 2000.0}  # the loopback model's, declared
@@ -233,7 +233,7 @@ def test_calls_left_in_flight_are_the_items_on_threads(tmp_path):
 
 
 def test_control_without_the_wait_calls_in_flight_escape_the_item(tmp_path, monkeypatch):
-    monkeypatch.setattr(sandbox, "_JOIN_SERVED", False)
+    monkeypatch.setattr(_proxy, "_JOIN_SERVED", False)
     monkeypatch.setattr(Meter, "wait_calls", lambda self, timeout=None: True)
     with ScriptedServer(default=reply("late", latency_s=1.0)) as server:
         server.bill(**PRICE)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import sqlite3
 
 import pytest
 from artifacts.test_dspy_runs import CAPITAL, responder
@@ -19,6 +18,7 @@ from skynet.api import TRAIN_AS_VAL
 from skynet.cli import main
 from skynet.data import are_val_copies
 from skynet.runs.report import NO_TEST_SPLIT, VAL_FROM_TRAIN
+from skynet.runs.store import RunStore
 
 PROMPT = dict(inputs=["country"], outputs=["capital"], user="Country: {country}")
 
@@ -26,21 +26,14 @@ PROMPT = dict(inputs=["country"], outputs=["capital"], user="Country: {country}"
 def _records(db) -> tuple[dict[str, tuple], set[str], str]:
     """The run's items (id -> split, input, expected), the items the seed was scored on in
     val, and the seed's id."""
-    with sqlite3.connect(db) as c:
+    with RunStore(db, readonly=True) as store:
+        run = store.list_runs()[-1]  # the first recorded
         items = {
-            item: (split, json.loads(given), json.loads(expected))
-            for item, split, given, expected in c.execute(
-                "SELECT item_id, split, input, expected FROM items"
-            )
+            row.item_id: (row.split, row.input, row.expected)
+            for row in store.items(run.id).values()
         }
-        (seed,) = c.execute("SELECT seed_candidate_id FROM runs").fetchone()
-        scored = {
-            item
-            for (item,) in c.execute(
-                "SELECT item_id FROM evaluations WHERE split = 'val' AND candidate_id = ?",
-                (seed,),
-            )
-        }
+        seed = run.seed_candidate_id
+        scored = {e.item_id for e in store.evaluations(run.id, candidate_id=seed, split="val")}
     return items, scored, seed
 
 
@@ -157,8 +150,8 @@ def test_a_run_made_without_val_resumes(tmp_path, scripted_server, monkeypatch):
 
 
 def _run_id(folder) -> str:
-    with sqlite3.connect(folder / ".skynet" / "runs.db") as c:
-        ((run,),) = c.execute("SELECT id FROM runs").fetchall()
+    with RunStore(folder / ".skynet" / "runs.db", readonly=True) as store:
+        (run,) = [r.id for r in store.list_runs()]
     return run
 
 

@@ -22,7 +22,7 @@ PYTHON = "/usr/bin/python3"
 _MODULES = (
     "errors.py",
     "measure.py",
-    "sandbox.py",
+    "sandbox",  # a package: copied whole
     "_sandbox_client.py",
     "warm_start.py",
     "artifacts/code.py",
@@ -78,7 +78,11 @@ class Unprivileged:
         for module in _MODULES:
             target = self.root / "skynet" / module
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(repo / "skynet" / module, target)
+            source = repo / "skynet" / module
+            if source.is_dir():
+                shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copyfile(source, target)
         for folder in (self.root, *self.root.rglob("*")):
             os.chmod(folder, 0o755 if folder.is_dir() else 0o644)
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from skynet.artifacts.dspy_program import DspyArtifact
     from skynet.models import Models
 
 __all__ = ["Artifact", "Candidate", "TaskRunner"]
@@ -78,13 +77,5 @@ class Artifact(Protocol):
 
         Raises:
             ConfigError: the file is missing (`missing`), unreadable or not this artifact's.
-        """
-        ...
-
-    def as_program(self, settings: Any) -> DspyArtifact:
-        """The artifact as a DSPy program, for the dspy-gepa engine.
-
-        Raises:
-            ConfigError: this kind cannot run as a DSPy program.
         """
         ...

@@ -36,7 +36,6 @@ from skynet.warm_start import best_so_far
 
 if TYPE_CHECKING:
     from skynet.artifacts.base import TaskRunner
-    from skynet.artifacts.dspy_program import DspyArtifact
     from skynet.config import Config
     from skynet.data import Dataset
 
@@ -331,9 +330,6 @@ class CodeArtifact:
         from skynet.textfile import read_text
 
         return {COMPONENT: read_text(path, what="candidate", key=key, missing=missing)}
-
-    def as_program(self, settings: Any) -> DspyArtifact:
-        raise ConfigError("engine 'dspy-gepa' optimizes DSPy programs and prompts, not code")
 
 
 def _why(code: int | None, limits: Limits, oom: bool) -> str:

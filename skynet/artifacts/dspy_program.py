@@ -165,9 +165,6 @@ class DspyArtifact:
             ) from exc
         return self.candidate_of(program)
 
-    def as_program(self, settings: Any) -> DspyArtifact:
-        return self
-
 
 def load_program(path: Path, *, max_tokens: int = 256, temperature: float = 0.0) -> DspyArtifact:
     """Import program.py and take its `program` or `build()`.
@@ -204,6 +201,26 @@ def load_program(path: Path, *, max_tokens: int = 256, temperature: float = 0.0)
     if not list(program.named_predictors()):
         raise ConfigError(f"{path}: the program has no predictors, so nothing to optimize")
     return DspyArtifact(program=program, path=path, max_tokens=max_tokens, temperature=temperature)
+
+
+def as_dspy_program(artifact: Any, settings: Any) -> DspyArtifact:
+    """An artifact as a DSPy program, for an engine that runs programs itself (dspy-gepa): a
+    program is itself; a one-section prompt becomes a dspy.Predict (prompt_as_program) under
+    [artifact] `settings` (max_tokens, temperature).
+
+    Raises:
+        ConfigError: a kind that cannot run as a DSPy program, or a prompt of several sections.
+    """
+    if isinstance(artifact, DspyArtifact):
+        return artifact
+    if hasattr(artifact, "user_template") and hasattr(artifact, "components"):
+        return prompt_as_program(
+            artifact, max_tokens=settings.max_tokens, temperature=settings.temperature
+        )
+    raise ConfigError(
+        f"engine 'dspy-gepa' runs DSPy programs and prompts, not a {type(artifact).__name__}; "
+        "use engine 'gepa' (or 'auto')"
+    )
 
 
 def prompt_as_program(prompt: Any, *, max_tokens: int, temperature: float) -> DspyArtifact:

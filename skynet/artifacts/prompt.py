@@ -29,7 +29,6 @@ from skynet.textfile import read_text
 
 if TYPE_CHECKING:
     from skynet.artifacts.base import TaskRunner
-    from skynet.artifacts.dspy_program import DspyArtifact
     from skynet.config import Config
     from skynet.data import Dataset
     from skynet.models import Models
@@ -102,7 +101,7 @@ class PromptArtifact:
         )
 
         def run_with_tools(candidate: dict[str, str], input: dict[str, Any]) -> dict[str, Any]:
-            from skynet.scorers.xlam import tool_schemas
+            from skynet.tool_schemas import tool_schemas
 
             reply = models.complete(
                 "task",
@@ -137,13 +136,6 @@ class PromptArtifact:
         self, path: Path, *, inputs: list[str], key: str, missing: str
     ) -> dict[str, str]:
         return load_prompt(path, inputs, key=key).components
-
-    def as_program(self, settings: Any) -> DspyArtifact:
-        from skynet.artifacts.dspy_program import prompt_as_program
-
-        return prompt_as_program(
-            self, max_tokens=settings.max_tokens, temperature=settings.temperature
-        )
 
     def messages(self, candidate: dict[str, str], input: dict[str, Any]) -> list[dict[str, str]]:
         """The chat messages for one item under `candidate` (a dict with the same components)."""
@@ -286,7 +278,7 @@ def from_project(project_dir: Path, config: Config, dataset: Dataset) -> PromptA
                 f"{project_dir / 'skynet.toml'}: [artifact] tools = 'row' sends each item's "
                 "'tools' column, but data.inputs does not list 'tools'; add it"
             )
-        from skynet.scorers.xlam import tool_schemas
+        from skynet.tool_schemas import tool_schemas
 
         for split in (dataset.train, dataset.val, dataset.test):
             for item in split:

@@ -1,7 +1,9 @@
-"""The LLM judge joined to a project: `metric = "judge"` scores with the judge its [judge]
-section describes, once its validation record accepts it; `skynet judge collect / validate`
-make that record from blind human labels; the report shows the judge's raw and PPI-corrected
-accuracy. The judge itself is skynet.scorers.judge, which knows no project.
+"""The LLM judge joined to a project; the judge itself is skynet.scorers.judge, which knows no
+project.
+
+`metric = "judge"` scores with the judge the [judge] section describes, once its validation
+record accepts it; `skynet judge collect / validate` make that record from blind human labels;
+the report shows the judge's raw and PPI-corrected accuracy.
 
 This is a scorer package (skynet.packages): config.py, the CLI and the report learn of it
 through the registry only.

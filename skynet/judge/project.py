@@ -53,7 +53,7 @@ def project_judge(config: Config) -> tuple[JudgeConfig, JudgeThresholds, Path]:
         raise ConfigError(
             f'{config.project_dir / "skynet.toml"}: metric = "judge" needs a [judge] section '
             'with at least instructions = "..." (and model, grades, positive, orders, label, '
-            "validation); see docs/scorers.md"
+            'validation; from Python: sections={"judge": {...}}); see docs/scorers.md'
         )
     model = section.model or config.models.metric or config.models.reflection
     try:

@@ -1118,6 +1118,17 @@ class RunStore:
         rows = self._query(sql + " ORDER BY seq", tuple(params))
         return [self._evaluation_row(r) for r in rows]
 
+    def mean_scores(self, run_id: str, *, split: str) -> dict[str, float | None]:
+        """candidate id → the mean score of its evaluations in `split`, over every metric its
+        rows were scored by; an error (no score) is left out, and a candidate with only errors
+        maps to None."""
+        rows = self._query(
+            "SELECT candidate_id, AVG(score) AS mean FROM evaluations "
+            "WHERE run_id = ? AND split = ? GROUP BY candidate_id",
+            (run_id, split),
+        )
+        return {r["candidate_id"]: r["mean"] for r in rows}
+
     # -- model calls ----------------------------------------------------------------------------
 
     def record_call(self, run_id: str, record: CallRecord) -> None:

@@ -303,7 +303,7 @@ def metric_of(
     scorer: Scorer | GradedScorer,
     *,
     options: Mapping[str, Any] | None = None,
-    depends_on: Sequence[str] = (),
+    depends_on: Sequence[str | None] = (),
 ) -> Metric:
     """The one adapter from a scorer to the metric contract: a Metric whose score function asks
     `scorer` (as_metric), whose answer key is the scorer's key(item), and whose self-test rules

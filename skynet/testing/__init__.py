@@ -3,7 +3,11 @@
 - observing(): give observation(), service_cost() and reward() figures in a unit test.
 - ScriptedServer: a real loopback HTTP server speaking the OpenAI API from a script
   (pytest fixture: `scripted_server`, registered by the skynet pytest plugin).
+- ModelDouble: the same script answered in-process (no HTTP, no server thread), under the litellm
+  model `skynet-double/skynet-test`, through the whole of Skynet's model path.
 - is_reflection(text): whether a request is a reflection call (for a scripted responder).
+- engine_context(...): a real EngineContext over a score and a reflect function, with no run
+  behind it, to test an engine (a plugin's) in a unit test; what it recorded is `ctx.recorded`.
 """
 
 from __future__ import annotations
@@ -13,17 +17,23 @@ from collections.abc import Iterator
 
 from skynet.errors import SkynetError
 from skynet.measure import TESTING, Observation, in_evaluation, scoring
+from skynet.testing.double import DOUBLE_MODEL, ModelDouble
+from skynet.testing.engine import Recorded, engine_context
 from skynet.testing.server import MODEL, ScriptedServer, Step, fail, hang, reply
 
 __all__ = [
     "observing",
     "is_reflection",
     "ScriptedServer",
+    "ModelDouble",
     "Step",
     "reply",
     "fail",
     "hang",
     "MODEL",
+    "DOUBLE_MODEL",
+    "engine_context",
+    "Recorded",
 ]
 
 # The opening words of each reflection template a run may send: gepa's default, gepa's builder

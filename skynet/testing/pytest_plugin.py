@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from skynet.testing.double import ModelDouble
 from skynet.testing.server import ScriptedServer
 
 
@@ -17,3 +18,11 @@ def scripted_server() -> Iterator[ScriptedServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def model_double() -> Iterator[ModelDouble]:
+    """An installed in-process model double (`skynet-double/skynet-test`); script it as the
+    loopback server, with .script(reply(...), ...), and reach it through .models()."""
+    with ModelDouble() as double:
+        yield double

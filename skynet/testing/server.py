@@ -29,9 +29,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["ScriptedServer", "Step", "reply", "fail", "hang", "MODEL"]
+__all__ = ["Script", "ScriptedServer", "Step", "reply", "fail", "hang", "MODEL"]
 
 MODEL = "openai/skynet-test"  # the litellm name tests use for the scripted model
 
@@ -117,7 +117,130 @@ def _word_count(text: str) -> int:
     return len(text.split())
 
 
-class ScriptedServer:
+_S = TypeVar("_S", bound="Script")
+
+
+class Script:
+    """The script, the requests seen and the bill: what the loopback server and the in-process
+    double (skynet.testing.double) share, so both answer a script with the same replies and
+    count its tokens and cost the same way.
+
+    Args:
+        default: the step served when the script is empty (None: reply "ok").
+        responder: called with each request body when the script is empty; returns a Step.
+            Wins over `default`.
+        count_tokens: the prompt tokens reported for a request's text, when its step gives
+            none (default: whitespace words).
+    """
+
+    def __init__(
+        self,
+        default: Step | None = None,
+        responder: Callable[[dict[str, Any]], Step] | None = None,
+        count_tokens: Callable[[str], int] | None = None,
+    ) -> None:
+        self.default = default or reply("ok")
+        self.responder = responder
+        self.count_tokens = count_tokens or _word_count
+        self.input_per_mtok = 0.0
+        self.output_per_mtok = 0.0
+        self._billed_usd = 0.0
+        self.billing = False
+        self.requests: list[dict[str, Any]] = []
+        # Each chat request's headers (names in lower case), as `requests` holds its body: an
+        # api_key sent is seen ("authorization").
+        self.request_headers: list[dict[str, str]] = []
+        self._steps: deque[Step] = deque()
+        self._lock = threading.Lock()
+
+    # -- script ------------------------------------------------------------------------------
+    def script(self: _S, *steps: Step) -> _S:
+        """Queue steps; each request takes the next one."""
+        with self._lock:
+            self._steps.extend(steps)
+        return self
+
+    def _next(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Step:
+        with self._lock:
+            self.requests.append(body)
+            self.request_headers.append(headers or {})
+            if self._steps:
+                return self._steps.popleft()
+        if self.responder is not None:
+            return self.responder(body)
+        return self.default
+
+    @property
+    def request_count(self) -> int:
+        with self._lock:
+            return len(self.requests)
+
+    # -- billing -----------------------------------------------------------------------------
+    def bill(self: _S, *, input_per_mtok: float, output_per_mtok: float) -> _S:
+        """Bill every reply from now on at these prices (USD per million tokens reported), and
+        report at most a request's max_tokens of completion tokens."""
+        with self._lock:
+            self.input_per_mtok, self.output_per_mtok = input_per_mtok, output_per_mtok
+            self.billing = True
+        return self
+
+    @property
+    def billed_usd(self) -> float:
+        """What the replies sent so far cost, at the billed prices, by the tokens reported."""
+        with self._lock:
+            return self._billed_usd
+
+    def _charge(self, prompt_tokens: int, completion_tokens: int) -> None:
+        with self._lock:
+            self._billed_usd += (
+                prompt_tokens * self.input_per_mtok + completion_tokens * self.output_per_mtok
+            ) / 1e6
+
+    def _bill_abandoned(self, body: dict[str, Any]) -> None:
+        """Bill a hang() as a hosted provider bills a request its client abandons: the prompt
+        and up to max_tokens of reply (billed as it arrives, so a test reads the bill as soon
+        as the client gave up)."""
+        if not self.billing:
+            return
+        cap = body.get("max_tokens") or body.get("max_completion_tokens")
+        self._charge(
+            self.count_tokens(_prompt_text(body.get("messages") or [])),
+            cap if isinstance(cap, int) and cap > 0 else 0,
+        )
+
+    def _completion(self, step: Step, body: dict[str, Any]) -> dict[str, Any]:
+        """The JSON of the chat-completion reply a reply() step makes to `body`, billed."""
+        messages = body.get("messages") or []
+        prompt = (
+            step.prompt_tokens
+            if step.prompt_tokens is not None
+            else self.count_tokens(_prompt_text(messages))
+        )
+        completion = (
+            step.completion_tokens if step.completion_tokens is not None else len(step.text.split())
+        )
+        finish_reason = step.finish_reason
+        cap = body.get("max_tokens") or body.get("max_completion_tokens")
+        if self.billing and isinstance(cap, int) and 0 < cap < completion:
+            completion, finish_reason = cap, "length"  # a server stops at max_tokens
+        self._charge(prompt, completion)
+        payload: dict[str, Any] = {
+            "id": f"chatcmpl-scripted-{self.request_count}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "scripted"),
+            "choices": [{"index": 0, "message": _message(step), "finish_reason": finish_reason}],
+        }
+        if step.usage:
+            payload["usage"] = {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            }
+        return payload
+
+
+class ScriptedServer(Script):
     """The loopback OpenAI-compatible server.
 
     Args:
@@ -141,69 +264,14 @@ class ScriptedServer:
         count_tokens: Callable[[str], int] | None = None,
         port: int = 0,
     ) -> None:
+        super().__init__(default, responder, count_tokens)
         self.port = port
         self._connections: set[socket.socket] = set()
-        self.default = default or reply("ok")
-        self.responder = responder
         self.embeddings = embeddings
-        self.count_tokens = count_tokens or _word_count
-        self.input_per_mtok = 0.0
-        self.output_per_mtok = 0.0
-        self._billed_usd = 0.0
-        self.billing = False
-        self.requests: list[dict[str, Any]] = []
-        # Each chat request's headers (names in lower case), as `requests` holds its body: an
-        # api_key sent is seen ("authorization").
-        self.request_headers: list[dict[str, str]] = []
-        self._steps: deque[Step] = deque()
-        self._lock = threading.Lock()
         self._closing = threading.Event()
         self._crashed = threading.Event()  # crash(): every request from here on is dropped
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
-
-    # -- script ------------------------------------------------------------------------------
-    def script(self, *steps: Step) -> ScriptedServer:
-        """Queue steps; each request takes the next one."""
-        with self._lock:
-            self._steps.extend(steps)
-        return self
-
-    def _next(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Step:
-        with self._lock:
-            self.requests.append(body)
-            self.request_headers.append(headers or {})
-            if self._steps:
-                return self._steps.popleft()
-        if self.responder is not None:
-            return self.responder(body)
-        return self.default
-
-    @property
-    def request_count(self) -> int:
-        with self._lock:
-            return len(self.requests)
-
-    # -- billing -----------------------------------------------------------------------------
-    def bill(self, *, input_per_mtok: float, output_per_mtok: float) -> ScriptedServer:
-        """Bill every reply from now on at these prices (USD per million tokens reported), and
-        report at most a request's max_tokens of completion tokens."""
-        with self._lock:
-            self.input_per_mtok, self.output_per_mtok = input_per_mtok, output_per_mtok
-            self.billing = True
-        return self
-
-    @property
-    def billed_usd(self) -> float:
-        """What the replies sent so far cost, at the billed prices, by the tokens reported."""
-        with self._lock:
-            return self._billed_usd
-
-    def _charge(self, prompt_tokens: int, completion_tokens: int) -> None:
-        with self._lock:
-            self._billed_usd += (
-                prompt_tokens * self.input_per_mtok + completion_tokens * self.output_per_mtok
-            ) / 1e6
 
     def _embed(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """The status and JSON of an OpenAI embeddings reply (float or base64 encoding)."""
@@ -286,15 +354,8 @@ class ScriptedServer:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
                 step = server._next(body, {k.lower(): v for k, v in self.headers.items()})
-                if step.kind == "hang" and server.billing:
-                    # A hosted provider finishes a request its client abandons, and bills it:
-                    # the prompt and up to max_tokens of reply (billed as it arrives, so a test
-                    # reads the bill as soon as the client gave up).
-                    cap = body.get("max_tokens") or body.get("max_completion_tokens")
-                    server._charge(
-                        server.count_tokens(_prompt_text(body.get("messages") or [])),
-                        cap if isinstance(cap, int) and cap > 0 else 0,
-                    )
+                if step.kind == "hang":
+                    server._bill_abandoned(body)
                 if step.latency_s:
                     server._closing.wait(step.latency_s)
                 if step.kind == "hang":
@@ -310,37 +371,7 @@ class ScriptedServer:
                         headers,
                     )
                     return
-                messages = body.get("messages") or []
-                prompt = (
-                    step.prompt_tokens
-                    if step.prompt_tokens is not None
-                    else server.count_tokens(_prompt_text(messages))
-                )
-                completion = (
-                    step.completion_tokens
-                    if step.completion_tokens is not None
-                    else len(step.text.split())
-                )
-                finish_reason = step.finish_reason
-                cap = body.get("max_tokens") or body.get("max_completion_tokens")
-                if server.billing and isinstance(cap, int) and 0 < cap < completion:
-                    completion, finish_reason = cap, "length"  # a server stops at max_tokens
-                server._charge(prompt, completion)
-                payload: dict[str, Any] = {
-                    "id": f"chatcmpl-scripted-{server.request_count}",
-                    "object": "chat.completion",
-                    "created": int(time.time()),
-                    "model": body.get("model", "scripted"),
-                    "choices": [
-                        {"index": 0, "message": _message(step), "finish_reason": finish_reason}
-                    ],
-                }
-                if step.usage:
-                    payload["usage"] = {
-                        "prompt_tokens": prompt,
-                        "completion_tokens": completion,
-                        "total_tokens": prompt + completion,
-                    }
+                payload = server._completion(step, body)
                 self._send(200, payload, drip_s=step.drip_s)
 
             def _send(

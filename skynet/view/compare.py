@@ -21,13 +21,13 @@ from skynet.runs.report import (
     VAL,
     CandidateSummary,
     RunSummary,
-    _h,
-    _html_table,
-    _table,
-    _test,
-    _val,
+    html_table,
     page,
+    test_text,
+    text_table,
+    val_text,
 )
+from skynet.runs.report import html_escape as _h  # short: it wraps every value on the page
 from skynet.runs.store import RunStore
 from skynet.terminal import printable
 from skynet.view.pages import (
@@ -154,7 +154,7 @@ def _score_rows(c: RunComparison) -> list[list[str]]:
     def score(cand: CandidateSummary | None, s: RunSummary, split: str) -> str:
         if cand is None:
             return "-"
-        return _val(cand, s) if split == VAL else _test(cand, s)
+        return val_text(cand, s) if split == VAL else test_text(cand, s)
 
     rows = []
     for label, pick in [("baseline", lambda s: s.seed), ("best", _shown)]:
@@ -196,11 +196,11 @@ def render_compare_text(c: RunComparison) -> str:
         "Config differences",
     ]
     if c.config:
-        out += _table(["setting", "A", "B"], [list(r) for r in c.config], text_columns=3)
+        out += text_table(["setting", "A", "B"], [list(r) for r in c.config], text_columns=3)
     else:
         out.append("  (none: the same config, data and metric)")
     out += ["", "Scores"]
-    out += _table(["", "A", "B", "change"], _score_rows(c))
+    out += text_table(["", "A", "B", "change"], _score_rows(c))
     out += [
         "",
         f"Items (A's {_who(c.shown_a)} vs B's {_who(c.shown_b)}, val and test): {_counts_line(c)}",
@@ -217,7 +217,7 @@ def render_compare_text(c: RunComparison) -> str:
             ]
             for d in differing[:TEXT_ITEMS]
         ]
-        out += _table(["item", "split", "A", "B", ""], rows, text_columns=2)
+        out += text_table(["item", "split", "A", "B", ""], rows, text_columns=2)
         if len(differing) > TEXT_ITEMS:
             out.append(
                 f"  … {len(differing) - TEXT_ITEMS} more: skynet view, or "
@@ -244,11 +244,11 @@ def render_compare_html(c: RunComparison, *, live: bool = False) -> str:
         f"{_h(a.created)}<br>B: {link(b.id)} · {_h(b.status)} · engine {_h(b.engine)} · "
         f"started {_h(b.created)}</p>",
         "<h2>Config differences</h2>",
-        _html_table(["setting", "A", "B"], [list(r) for r in c.config])
+        html_table(["setting", "A", "B"], [list(r) for r in c.config])
         if c.config
         else "<p>None: the same config, data and metric.</p>",
         "<h2>Scores</h2>",
-        _html_table(["", "A", "B", "change"], _score_rows(c)),
+        html_table(["", "A", "B", "change"], _score_rows(c)),
         f"<h2>Items: A's {_h(_who(c.shown_a))} vs B's {_h(_who(c.shown_b))}</h2>",
         f'<p class="meta">{_h(_counts_line(c))} (fixed: B scored higher than A)</p>',
     ]

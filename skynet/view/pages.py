@@ -19,22 +19,22 @@ from urllib.parse import quote
 
 from skynet.mean import mean_of
 from skynet.runs.report import (
-    _COST_HEADER,
+    COST_HEADER,
     CSP,
     TEST,
     VAL,
     CandidateSummary,
     RunSummary,
-    _cost_rows,
-    _h,
-    _html_table,
-    _parse_time,
-    _test,
-    _val,
+    cost_rows,
+    html_table,
     in_pool,
     overview_html,
     page,
+    parse_time,
+    test_text,
+    val_text,
 )
+from skynet.runs.report import html_escape as _h  # short: it wraps every value on these pages
 from skynet.runs.store import CallRow, EvaluationRow, ItemRow, ProposalRow, RunStore
 from skynet.view.plots import cost_svg, pareto_svg
 
@@ -442,7 +442,7 @@ def _tree(s: RunSummary) -> str:
         extra = c.parents[1:]
         line = (
             f'<a href="#cand-{_h(c.id)}" class="mono">{_h(c.id)}</a> '
-            f"val {_h(_val(c, s))} · test {_h(_test(c, s))}"
+            f"val {_h(val_text(c, s))} · test {_h(test_text(c, s))}"
             + (f' <span class="tag">{_h(tag)}</span>' if tag else "")
             + (f' <span class="meta">(merged with {_h(", ".join(extra))})</span>' if extra else "")
         )
@@ -513,7 +513,8 @@ def candidates_html(
     for c in s.candidates:
         tag = _role(c, s)
         head = (
-            f'<span class="mono">{_h(c.id)}</span> val {_h(_val(c, s))} · test {_h(_test(c, s))}'
+            f'<span class="mono">{_h(c.id)}</span> val {_h(val_text(c, s))} '
+            f"· test {_h(test_text(c, s))}"
             + (f' <span class="tag">{_h(tag)}</span>' if tag else "")
         )
         facts = [
@@ -524,7 +525,7 @@ def candidates_html(
         inner = [f'<p class="meta">{_h(" · ".join(facts))}</p>']
         if c.objectives:
             inner.append(
-                _html_table(
+                html_table(
                     ["objective", "val mean"],
                     [[k, f"{v:.3f}"] for k, v in sorted(c.objectives.items())],
                 )
@@ -546,7 +547,7 @@ def candidates_html(
 
 
 def _seconds(since: datetime | None, text: str) -> float:
-    when = _parse_time(text)
+    when = parse_time(text)
     return max(0.0, (when - since).total_seconds()) if since and when else 0.0
 
 
@@ -644,11 +645,11 @@ def _reply_html(reply: str) -> str:
 def cost_html(store: RunStore, s: RunSummary, *, live: bool) -> list[str]:
     run_id = s.run.id
     calls = store.call_rows(run_id)
-    since = _parse_time(s.run.created)
+    since = parse_time(s.run.created)
     series, priced = cost_series(calls, since)
     body = [
         "<h2>Cost and time</h2>",
-        _html_table(_COST_HEADER, _cost_rows(s)),
+        html_table(COST_HEADER, cost_rows(s)),
         cost_svg(series, priced),
         f"<h3>Model calls ({len(calls):,})</h3>",
     ]

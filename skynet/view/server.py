@@ -33,7 +33,8 @@ from typing import IO
 from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlencode, urlsplit
 
 from skynet.errors import ConfigError
-from skynet.runs.report import RunSummary, _h, page, summarize
+from skynet.runs.report import RunSummary, page, summarize
+from skynet.runs.report import html_escape as _h  # short: it wraps every value on a page
 from skynet.runs.store import RunStore
 from skynet.view import DEFAULT_PORT
 from skynet.view.compare import compare, render_compare_html

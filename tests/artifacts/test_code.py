@@ -162,9 +162,8 @@ def test_load_code_checks_the_file(tmp_path):
 def test_a_sandbox_that_cannot_start_is_not_the_candidates_fault(monkeypatch):
     """No candidate code ran, so it is not a candidate error (which the engine would take as
     feedback): SandboxFailed, a task error that counts toward the run's abort."""
-    from skynet import sandbox
     from skynet.artifacts.code import SandboxFailed
 
-    monkeypatch.setattr(sandbox, "_interpreter", lambda: "/nonexistent/python3")
+    monkeypatch.setattr("skynet.sandbox._run._interpreter", lambda: "/nonexistent/python3")
     with pytest.raises(SandboxFailed, match="could not start"):
         run("def run(input):\n    return 1\n")

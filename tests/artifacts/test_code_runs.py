@@ -3,13 +3,14 @@ reflection model as feedback, and the reward trades accuracy against measured sp
 
 from __future__ import annotations
 
-import sqlite3
 import textwrap
+from collections import Counter
 
 import pytest
 from projects import make_sum_code_project
 
 from skynet.cli import main
+from skynet.runs.store import RunStore, runs_db_path
 from skynet.testing import reply
 
 pytestmark = pytest.mark.slow
@@ -76,15 +77,11 @@ def test_a_code_artifact_is_optimized_and_its_crashes_are_feedback(
     assert reflection_prompt.startswith("I am optimizing a parameter in my system.")
     assert 'def run(input):\n    n = input["n"]' in reflection_prompt
     assert "ZeroDivisionError" in reflection_prompt  # the crash's stderr reached reflection
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        kinds = dict(
-            db.execute(
-                "SELECT error_kind, COUNT(*) FROM evaluations WHERE error_kind IS NOT NULL GROUP BY error_kind"
-            )
-        )
-        speed = db.execute(
-            "SELECT json_extract(scores, '$.speed') FROM evaluations WHERE score IS NOT NULL LIMIT 1"
-        ).fetchone()[0]
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        (run,) = store.list_runs()
+        evaluations = store.evaluations(run.id)
+        kinds = Counter(e.error_kind for e in evaluations if e.error_kind is not None)
+        speed = next(e.scores.get("speed") for e in evaluations if e.score is not None)
     assert kinds.get("candidate", 0) >= 1  # the seed's crashes are item errors, not scores
     assert 0 < speed < 1  # the measured time of the sandboxed run fed the reward
 
@@ -103,9 +100,10 @@ def test_a_dollar_budget_stops_a_code_run_on_reflection_spend(tmp_path, scripted
         + '\n[models.prices."openai/skynet-test"]\ninput_per_mtok = 1.0\noutput_per_mtok = 1.0\n'
     )
     assert main(["-C", str(project), "run", "--max-cost-usd", "0.012"]) == 0
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        spent = db.execute("SELECT SUM(cost_usd) FROM calls WHERE cached = 0").fetchone()[0]
-        evaluations = db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        (run,) = store.list_runs()
+        spent = sum(c.cost_usd or 0.0 for c in store.calls(run.id) if not c.cached)
+        evaluations = len(store.evaluations(run.id))
     assert evaluations < 500
     # Each reflection call reserves its worst case first (~$0.005: its counted prompt and 4,096
     # output tokens, gepa's template sends no max_tokens of its own) and costs $0.001; the run

@@ -5,7 +5,6 @@ own format, which loads back with dspy alone."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import textwrap
 
 import dspy
@@ -13,6 +12,7 @@ import pytest
 from projects import write_skynet_toml
 
 from skynet.cli import main
+from skynet.runs.store import RunStore, runs_db_path
 from skynet.testing import reply
 
 CAPITAL = {
@@ -87,17 +87,12 @@ def test_a_dspy_program_is_optimized_metered_and_saved_in_dspys_format(tmp_path,
     loaded = dspy.Predict("country -> answer")
     loaded.load(str(saved))  # dspy alone reads it back
     assert "capital city" in loaded.signature.instructions
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        best, seed = db.execute("SELECT best_candidate_id, seed_candidate_id FROM runs").fetchone()
-        val = dict(
-            db.execute(
-                "SELECT candidate_id, AVG(score) FROM evaluations WHERE split='val' GROUP BY candidate_id"
-            )
-        )
-        metered = db.execute(
-            "SELECT json_extract(observation, '$.model_calls'), json_extract(observation, '$.cost_usd') "
-            "FROM evaluations LIMIT 1"
-        ).fetchone()
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        (run,) = store.list_runs()
+        best, seed = run.best_candidate_id, run.seed_candidate_id
+        val = store.mean_scores(run.id, split="val")
+        first = store.evaluations(run.id)[0].observation or {}
+        metered = (first.get("model_calls"), first.get("cost_usd"))
     assert val[seed] == 0.0 and val[best] == 1.0
     assert metered[0] == 1 and metered[1] > 0  # DSPy's call went through the meter, priced
 
@@ -133,19 +128,21 @@ def test_dspy_gepa_engine_scores_each_output_once(tmp_path, scripted_server, cap
     assert counter.read_text() == ""  # the self-test scored no program output
     assert main(["-C", str(project), "run"]) == 0
     scored = counter.read_text().splitlines()
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        engine, best, seed, note = db.execute(
-            "SELECT engine, best_candidate_id, seed_candidate_id, notes FROM runs"
-        ).fetchone()
-        val = dict(
-            db.execute(
-                "SELECT candidate_id, AVG(score) FROM evaluations WHERE split='val' GROUP BY candidate_id"
-            )
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        (run,) = store.list_runs()
+        engine, best, seed = run.engine, run.best_candidate_id, run.seed_candidate_id
+        note = json.dumps(run.notes)
+        val = store.mean_scores(run.id, split="val")
+        evaluations = store.evaluations(run.id)
+        metered = min(
+            (
+                (e.observation or {}).get("model_calls")
+                for e in evaluations
+                if (e.observation or {}).get("model_calls") is not None
+            ),
+            default=None,
         )
-        metered = db.execute(
-            "SELECT MIN(json_extract(observation, '$.model_calls')) FROM evaluations"
-        ).fetchone()[0]
-        rows = db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+        rows = len(evaluations)
     # dspy.GEPA asks for each output's score, then again for its feedback: the metric ran once
     # per recorded evaluation, not twice.
     assert scored and len(scored) == rows
@@ -185,14 +182,10 @@ def test_a_prompt_runs_under_dspy_gepa_as_a_predict(tmp_path, scripted_server):
     best = next((project / ".skynet" / "runs").glob("*/best_prompt.md")).read_text()
     assert "=== instructions ===\nName the capital city of the country." in best
     assert "Country: {country}" in best  # the user template is the prompt's own
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        engine = db.execute("SELECT engine FROM runs").fetchone()[0]
-        val = [
-            r[0]
-            for r in db.execute(
-                "SELECT AVG(score) FROM evaluations WHERE split='val' GROUP BY candidate_id"
-            )
-        ]
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        (run,) = store.list_runs()
+        engine = run.engine
+        val = list(store.mean_scores(run.id, split="val").values())
     assert engine == "dspy-gepa" and sorted(val) == [0.0, 1.0]
 
 
@@ -212,9 +205,10 @@ def test_a_dollar_budget_stops_dspy_gepa_within_one_proposal(tmp_path, scripted_
     )
     # $1 per million tokens, 1,000 tokens a call: $0.001 a call.
     assert main(["-C", str(project), "run", "--max-cost-usd", "0.012"]) == 0
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        spent = db.execute("SELECT SUM(cost_usd) FROM calls WHERE cached = 0").fetchone()[0]
-        evaluations = db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        (run,) = store.list_runs()
+        spent = sum(c.cost_usd or 0.0 for c in store.calls(run.id) if not c.cached)
+        evaluations = len(store.evaluations(run.id))
     assert evaluations < 400
     one_proposal = 0.001 * (1 + 3 + 3 + 4)  # reflection, parent and child minibatches, val
     # Input is reserved at its byte bound, so the run may stop before the limit is reached.

@@ -9,7 +9,6 @@ import json
 import os
 import pickle
 import signal
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -22,7 +21,7 @@ from skynet.artifacts.code import CodeArtifact
 from skynet.cli import main
 from skynet.data import Item
 from skynet.evaluation import WarmItem
-from skynet.runs.store import stored_output
+from skynet.runs.store import RunStore, runs_db_path, stored_output
 from skynet.testing import reply
 from skynet.warm_start import MAX_OUTPUT_BYTES, BestSoFar, warming
 
@@ -132,11 +131,9 @@ def _project(tmp_path, url: str, executor: str = "threads"):
 
 def _evaluations(project) -> list[tuple[str, str, float | None, dict]]:
     """(candidate, item, score, output) in recording order."""
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        rows = db.execute(
-            "SELECT candidate_id, item_id, score, output FROM evaluations ORDER BY seq"
-        ).fetchall()
-    return [(c, i, s, json.loads(o)) for c, i, s, o in rows]
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        (run,) = store.list_runs()
+        return [(e.candidate_id, e.item_id, e.score, e.output) for e in store.evaluations(run.id)]
 
 
 def _check_states(project) -> int:
@@ -208,8 +205,8 @@ def test_the_warm_start_after_a_resume_comes_from_the_records(tmp_path, scripted
     assert process.wait(timeout=120) == -signal.SIGKILL
     before = _evaluations(project)
     assert before and len({c for c, *_ in before}) == 1  # the seed's only
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        (run_id,) = db.execute("SELECT id FROM runs").fetchone()
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        run_id = store.list_runs()[-1].id
 
     scripted_server.responder = lambda body: reply(f"```python\n{FROM_BEST}```")
     assert main(["-C", str(project), "run", "--resume", run_id]) == 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sqlite3
+import json
 
 import pytest
 from projects import make_project, never_perfect
@@ -10,6 +10,7 @@ from projects import make_project, never_perfect
 from engines.auto import PATIENCE, PROPOSALS, plan
 from engines.sampling import BudgetFitted, fit_to_budget
 from skynet.cli import main
+from skynet.runs.store import RunStore, runs_db_path
 
 
 @pytest.mark.parametrize(
@@ -121,8 +122,9 @@ def test_auto_choices_are_printed_and_recorded(tmp_path, scripted_server, capsys
     assert "auto: engine gepa for a prompt artifact" in err
     assert "budget 60 metric calls: light" in err  # 8 val + 6 x 2 x 3 + 6 x 8 / 3
     assert "no better val score in 3 proposals" in err and "stopping early" in err
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        notes, budget = db.execute("SELECT notes, budget FROM runs").fetchone()
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        run = store.list_runs()[-1]  # the first recorded
+        notes, budget = json.dumps(run.notes), json.dumps(run.budget)
     assert "frontier instance" in notes and "early stop after 3 proposals" in notes
     assert '"max_metric_calls": 60' in budget
 
@@ -131,7 +133,7 @@ def test_auto_choices_are_printed_and_recorded(tmp_path, scripted_server, capsys
 def test_the_dry_run_inverts_auto_s_budget_formula(val, minibatch):
     # Auto sizes a budget from a number of proposals; the dry run says how many proposals a
     # budget pays for. One formula (skynet.engine) serves both, so they cannot disagree.
-    from skynet.engine import gepa_metric_calls, gepa_proposals
+    from engines.budget import gepa_metric_calls, gepa_proposals
 
     for level, n in PROPOSALS.items():
         got = plan(

@@ -15,10 +15,44 @@ from skynet.engine import Capabilities, capabilities
 
 
 def test_each_engine_says_what_it_is():
-    assert capabilities("gepa") == Capabilities()
+    from engines.budget import gepa_proposals
+
+    gepa = capabilities("gepa")
+    assert gepa == Capabilities(proposals_for=gepa_proposals)  # gepa's budget arithmetic
     dspy_gepa = capabilities("dspy-gepa")
     assert dspy_gepa.runs_program and dspy_gepa.gepa_options_in == "gepa_kwargs"
     assert dspy_gepa.check_artifact is not None
+    assert dspy_gepa.proposals_for is gepa_proposals
+
+
+def test_auto_is_a_planner_whose_choices_arrive_as_options():
+    from skynet.engine import PlanRequest, get_engine, get_planner, is_planner
+
+    assert is_planner("auto") and not is_planner("gepa")
+    with pytest.raises(skynet.ConfigError, match="'auto' is a planner that names an engine"):
+        get_engine("auto")
+    request = PlanRequest(
+        kind="prompt",
+        level="light",
+        train=12,
+        val=6,
+        minibatch_size=3,
+        named_scores=False,
+        budget_set_by_user=None,
+        concurrency=8,
+    )
+    planned = get_planner("auto")(request)
+    assert planned.engine == "gepa" and planned.max_metric_calls and planned.patience == 3
+    assert planned.options == {
+        "frontier_type": "instance",
+        "sampling_strategy": "independent:2",
+        "selection_strategy": "best",
+    }
+    # An option the user set is never chosen over.
+    mine = get_planner("auto")(
+        PlanRequest(**{**request.__dict__, "options_set": frozenset({"frontier_type"})})
+    )
+    assert "frontier_type" not in mine.options
 
 
 def test_an_engine_refuses_an_artifact_it_cannot_run(tmp_path, monkeypatch):

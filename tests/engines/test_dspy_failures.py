@@ -6,12 +6,12 @@ reflection's proposal is recorded, and DSPy's progress bars stay off stdout, whe
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import pytest
 from artifacts.test_dspy_runs import make_dspy_project, responder
 
 from skynet.cli import main
+from skynet.runs.store import RunStore, runs_db_path
 from skynet.testing import fail
 
 
@@ -27,15 +27,15 @@ def _dspy_gepa_project(tmp_path, url):
 
 
 def _records(project):
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        status, error = db.execute("SELECT status, error FROM runs").fetchone()
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        (run,) = store.list_runs()
+        status, error = run.status, run.error
         errors = [
-            (item, kind, text)
-            for item, kind, text in db.execute(
-                "SELECT item_id, error_kind, error FROM evaluations WHERE error IS NOT NULL"
-            )
+            (e.item_id, e.error_kind, e.error)
+            for e in store.evaluations(run.id)
+            if e.error is not None
         ]
-        proposals = [row for row in db.execute("SELECT status, detail, text FROM proposals")]
+        proposals = [(p.status, p.detail, p.text) for p in store.proposals(run.id)]
     return status, error, errors, proposals
 
 

@@ -3,12 +3,13 @@ redrawn; the engine's result matches the records."""
 
 from __future__ import annotations
 
-import sqlite3
+import json
 
 import pytest
 from projects import BETTER, make_project, never_perfect, task_responder
 
 from skynet.cli import main
+from skynet.runs.store import RunStore, runs_db_path
 from skynet.testing import is_reflection, reply
 
 
@@ -29,11 +30,13 @@ def test_empty_and_unchanged_proposals_are_recorded_and_redrawn(tmp_path, script
     scripted_server.responder = respond
     project = make_project(tmp_path / "p", scripted_server.url, budget=30)
     assert main(["-C", str(project), "run"]) == 0
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        statuses = [r[0] for r in db.execute("SELECT status FROM proposals ORDER BY seq")]
-        best = db.execute(
-            "SELECT content FROM candidates c JOIN runs r ON c.id = r.best_candidate_id"
-        ).fetchone()[0]
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        run = store.latest_run()
+        assert run is not None
+        statuses = [p.status for p in store.proposals(run.id)]
+        (best,) = [
+            json.dumps(c.content) for c in store.candidates(run.id) if c.id == run.best_candidate_id
+        ]
     assert statuses[:3] == ["empty", "unchanged", "proposed"]
     assert BETTER in best
     # Each redraw is a new draw: another temperature/seed, so not the cached first answer.
@@ -45,21 +48,13 @@ def test_records_match_the_engines_result(tmp_path, scripted_server):
     scripted_server.responder = task_responder
     project = make_project(tmp_path / "p", scripted_server.url, budget=30)
     assert main(["-C", str(project), "run"]) == 0
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        best_id, seed_id = db.execute(
-            "SELECT best_candidate_id, seed_candidate_id FROM runs"
-        ).fetchone()
-        parents = db.execute("SELECT parents FROM candidates WHERE id = ?", (best_id,)).fetchone()[
-            0
-        ]
-        val = dict(
-            db.execute(
-                "SELECT candidate_id, AVG(score) FROM evaluations WHERE split = 'val' GROUP BY candidate_id"
-            )
-        )
-        n_val = db.execute(
-            "SELECT COUNT(*) FROM evaluations WHERE split='val' AND candidate_id=?", (best_id,)
-        ).fetchone()[0]
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        run = store.latest_run()
+        assert run is not None
+        best_id, seed_id = run.best_candidate_id, run.seed_candidate_id
+        (parents,) = [c.parents for c in store.candidates(run.id) if c.id == best_id]
+        val = store.mean_scores(run.id, split="val")
+        n_val = len(store.evaluations(run.id, candidate_id=best_id, split="val"))
     assert seed_id in parents  # lineage from gepa's result
     assert n_val == 8  # the best was scored on the whole val split
     assert val[best_id] == 1.0 and val[seed_id] == 0.0
@@ -98,10 +93,12 @@ def test_a_killed_run_keeps_the_lineage_of_what_was_accepted_before_the_kill(
         stderr=subprocess.DEVNULL,
     )
     assert process.wait(timeout=120) == -signal.SIGKILL
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        (status,) = db.execute("SELECT status FROM runs").fetchone()
-        rows = db.execute("SELECT id, content, parents FROM candidates ORDER BY rowid").fetchall()
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        run = store.latest_run()
+        assert run is not None
+        status = run.status
+        rows = [(c.id, json.dumps(c.content), c.parents) for c in store.candidates(run.id)]
     assert status == "running"  # killed: the end-of-run pass never ran
     (seed_id, _, seed_parents), (child_id, child, child_parents) = rows
-    assert json.loads(seed_parents) == []
-    assert BETTER in child and json.loads(child_parents) == [seed_id] and child_id != seed_id
+    assert seed_parents == []
+    assert BETTER in child and child_parents == [seed_id] and child_id != seed_id

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 import urllib.request
 from collections import Counter
 
@@ -21,6 +20,7 @@ from gepa.optimize_anything import EngineConfig, GEPAConfig, ReflectionConfig, o
 from projects import CAPITAL, COUNTRIES, make_project
 
 from skynet.cli import main
+from skynet.runs.store import RunStore, runs_db_path
 from skynet.side_info import quoted
 from skynet.testing import ScriptedServer, is_reflection, reply
 
@@ -142,14 +142,17 @@ def test_skynet_gepa_is_raw_gepa(tmp_path, objective, capsys):
     opening = "You are an expert optimization" if objective else "I am optimizing a parameter"
     assert all(p.startswith(opening) for p in prompts)
 
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        rows = db.execute("SELECT id, content, parents FROM candidates ORDER BY rowid").fetchall()
-        val = dict(
-            db.execute(
-                "SELECT candidate_id, AVG(score) FROM evaluations WHERE split = 'val' "
-                "GROUP BY candidate_id HAVING COUNT(*) = 8"
-            )
-        )
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        (run,) = store.list_runs()
+        rows = [
+            (c.id, json.dumps(c.content), json.dumps(c.parents)) for c in store.candidates(run.id)
+        ]
+        scored = Counter(e.candidate_id for e in store.evaluations(run.id, split="val"))
+        val = {  # the candidates scored on the whole val split (8 items)
+            cid: mean
+            for cid, mean in store.mean_scores(run.id, split="val").items()
+            if scored[cid] == 8
+        }
     text_of = {cid: json.loads(content)["instructions"] for cid, content, _ in rows}
     parents_of = {cid: json.loads(parents) for cid, _, parents in rows}
     # The candidates gepa kept (scored on the whole val split), in the same order, with the same

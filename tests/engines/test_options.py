@@ -3,8 +3,6 @@ checked against the installed gepa and dspy, and the reflection prompt chosen by
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from engines.gepa import choose_template
 from engines.options import dspy_gepa_options, gepa_options, options_table
 from skynet.cli import main
 from skynet.errors import ConfigError
+from skynet.runs.store import RunStore, runs_db_path
 from skynet.testing import is_reflection
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "engines.md"
@@ -168,8 +167,8 @@ def test_a_bad_template_file_is_one_line(tmp_path, text, objective, said):
 
 
 def _notes(project: Path) -> dict:
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        return json.loads(db.execute("SELECT notes FROM runs").fetchone()[0])
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        return store.list_runs()[-1].notes  # the first recorded
 
 
 @pytest.mark.slow
@@ -178,10 +177,9 @@ def test_an_option_set_with_set_reaches_gepa(tmp_path, scripted_server, capsys):
     project = make_project(tmp_path / "p", scripted_server.url, budget=200)
     args = ["-C", str(project), "run", "--set", "engine.options.max_candidate_proposals=1"]
     assert main(args) == 0
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        proposed = db.execute(
-            "SELECT COUNT(*) FROM proposals WHERE status = 'proposed'"
-        ).fetchone()[0]
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        (run,) = store.list_runs()
+        proposed = sum(1 for p in store.proposals(run.id) if p.status == "proposed")
     assert proposed == 1  # gepa stopped after one proposal, well inside the budget
     assert "gepa options: max_candidate_proposals = 1" in _notes(project)["engine_choice"]
     assert "max_candidate_proposals = 1" in capsys.readouterr().err

@@ -329,7 +329,7 @@ def test_a_request_past_a_megabyte_is_refused_with_the_bound(tmp_path, scripted_
 
 @pytest.mark.slow
 def test_control_the_old_4_mb_bound_sends_it_to_the_model(tmp_path, scripted_server, monkeypatch):
-    monkeypatch.setattr("skynet.sandbox._MAX_REQUEST_BYTES", 4 << 20)
+    monkeypatch.setattr("skynet.sandbox._proxy._MAX_REQUEST_BYTES", 4 << 20)
     raw, _, _ = _run_code(RAW, tmp_path, scripted_server)
     assert '"text": "ok"' in raw["reply"], raw
     assert scripted_server.request_count == 1

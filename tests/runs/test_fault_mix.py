@@ -7,7 +7,6 @@ a calm endpoint, records no error, and pays each reply once."""
 from __future__ import annotations
 
 import random
-import sqlite3
 import threading
 from collections import Counter
 
@@ -15,6 +14,7 @@ import pytest
 from projects import make_project, never_perfect
 
 from skynet.cli import main
+from skynet.runs.store import RunStore, runs_db_path
 from skynet.testing import fail, hang
 
 pytestmark = pytest.mark.slow
@@ -50,16 +50,16 @@ class FaultMix:
 
 
 def _outcome(project):
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        status, best = db.execute("SELECT status, best_candidate_id FROM runs").fetchone()
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        (run,) = store.list_runs()
+        status, best = run.status, run.best_candidate_id
         evaluations = sorted(
-            db.execute("SELECT candidate_id, item_id, score, error FROM evaluations")
+            (e.candidate_id, e.item_id, e.score, e.error) for e in store.evaluations(run.id)
         )
-        candidates = [c for (c,) in db.execute("SELECT id FROM candidates ORDER BY rowid")]
-        paid = db.execute(
-            "SELECT role, COUNT(*) FROM calls WHERE ok = 1 AND cached = 0 GROUP BY role"
-        ).fetchall()
-        failed = db.execute("SELECT COUNT(*) FROM calls WHERE ok = 0").fetchone()[0]
+        candidates = [c.id for c in store.candidates(run.id)]
+        calls = store.calls(run.id)
+        paid = Counter(c.role for c in calls if c.ok and not c.cached)
+        failed = sum(1 for c in calls if not c.ok)
     return status, best, evaluations, candidates, dict(paid), failed
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -15,22 +14,24 @@ import pytest
 from projects import make_project, never_perfect
 
 from skynet.cli import main
+from skynet.runs.store import RunStore, runs_db_path
 
 pytestmark = pytest.mark.slow
 
 
 def _state(project):
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        run_id, status = db.execute("SELECT id, status FROM runs").fetchone()
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        (run,) = store.list_runs()
+        run_id, status = run.id, run.status
         evaluations = sorted(
-            db.execute("SELECT candidate_id, item_id, score, error FROM evaluations")
+            (e.candidate_id, e.item_id, e.score, e.error) for e in store.evaluations(run_id)
         )
-        proposals = Counter(db.execute("SELECT status, detail, text FROM proposals"))
-        candidates = sorted(c for (c,) in db.execute("SELECT id FROM candidates"))
+        proposals = Counter((p.status, p.detail, p.text) for p in store.proposals(run_id))
+        candidates = sorted(c.id for c in store.candidates(run_id))
         paid = Counter(
-            db.execute(
-                "SELECT role, item_id FROM calls WHERE ok = 1 AND cached = 0 AND role = 'task'"
-            )
+            (c.role, c.item_id)
+            for c in store.calls(run_id)
+            if c.ok and not c.cached and c.role == "task"
         )
     return run_id, status, evaluations, proposals, candidates, paid
 

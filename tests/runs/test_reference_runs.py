@@ -13,6 +13,7 @@ from projects import write_skynet_toml
 
 from skynet.cli import main
 from skynet.reference.verified import MARK_FILE
+from skynet.runs.store import RunStore, runs_db_path
 from skynet.testing import is_reflection, reply
 
 pytestmark = pytest.mark.slow
@@ -75,17 +76,21 @@ def edit_reference(project: Path, item_id: str, **fields) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def scores(project: Path, metric_hash: str | None = None) -> dict[str, float]:
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
+def scores(project: Path, metric_hash: str | None = None) -> dict[str, float | None]:
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        runs = store.list_runs()
         if metric_hash is None:
-            metric_hash = db.execute(
-                "SELECT COALESCE(json_extract(notes, '$.metric_hash'), metric_hash) FROM runs"
-            ).fetchone()[0]
-        rows = db.execute(
-            "SELECT item_id, MAX(score) FROM evaluations WHERE metric_hash = ? GROUP BY item_id",
-            (metric_hash,),
-        ).fetchall()
-    return dict(rows)
+            first = runs[-1]  # the first recorded; a rescore notes the metric it scored by
+            metric_hash = first.notes.get("metric_hash") or first.metric_hash
+        best: dict[str, float | None] = {}
+        for run in runs:
+            for e in store.evaluations(run.id):
+                if e.metric_hash != metric_hash:
+                    continue
+                best.setdefault(e.item_id, e.score)  # the highest score, None for errors only
+                if e.score is not None and (best[e.item_id] is None or e.score > best[e.item_id]):
+                    best[e.item_id] = e.score
+    return best
 
 
 def test_verify_run_edit_stale_verify_rescore_clean(tmp_path, scripted_server, capsys):
@@ -122,8 +127,8 @@ def test_verify_run_edit_stale_verify_rescore_clean(tmp_path, scripted_server, c
     edit_reference(project, "f1", director="M. Mann")
     assert main([*cli, "show"]) == 0
     out = capsys.readouterr().out
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        graded = db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        graded = sum(len(store.evaluations(run.id)) for run in store.list_runs())
     assert graded > 0
     assert (
         f"Stale: {graded} result(s) were graded under an older reference or scoring config" in out

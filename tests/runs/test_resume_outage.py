@@ -4,7 +4,6 @@ nothing recorded is paid twice, and replayed proposals are recorded once."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 from collections import Counter
 
@@ -12,6 +11,7 @@ import pytest
 from projects import make_project, never_perfect, task_responder
 
 from skynet.cli import main
+from skynet.runs.store import RunStore, runs_db_path
 from skynet.testing import fail, is_reflection
 
 pytestmark = pytest.mark.slow
@@ -37,18 +37,13 @@ class Outage:
 
 
 def _rows(project):
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        run_id, status, error = db.execute("SELECT id, status, error FROM runs").fetchone()
-        errors = db.execute("SELECT COUNT(*) FROM evaluations WHERE error IS NOT NULL").fetchone()[
-            0
-        ]
-        proposals = Counter(
-            status for (status,) in db.execute("SELECT status FROM proposals ORDER BY seq")
-        )
-        candidates = [c for (c,) in db.execute("SELECT id FROM candidates ORDER BY rowid")]
-        paid = db.execute(
-            "SELECT COUNT(*) FROM calls WHERE cached = 0 AND ok = 1 AND role = 'task'"
-        ).fetchone()[0]
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        (run,) = store.list_runs()
+        run_id, status, error = run.id, run.status, run.error
+        errors = sum(1 for e in store.evaluations(run_id) if e.error is not None)
+        proposals = Counter(p.status for p in store.proposals(run_id))
+        candidates = [c.id for c in store.candidates(run_id)]
+        paid = sum(1 for c in store.calls(run_id) if not c.cached and c.ok and c.role == "task")
     return run_id, status, error, errors, proposals, candidates, paid
 
 

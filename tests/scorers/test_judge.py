@@ -3,6 +3,7 @@ judge on the loopback server (every outcome, cache, cost, governor), and the exa
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -428,6 +429,41 @@ def test_the_judge_metric_returns_the_outcome_and_hashes_config_and_record(judge
     assert other.source_hash != metric.source_hash
     report = skynet.check_metric(metric, [item("Paris"), item("Tokyo", id="i2", country="Japan")])
     assert report.ok, report.summary()
+
+
+def test_the_judge_metric_is_a_scorer_metric_and_sees_the_runs_item(judge_server, tmp_path):
+    """The judge becomes a run's metric through metric_of, as every scorer: it is handed the
+    run's item id (never one hashed from the input), and its source hash is the one runs
+    recorded before, so their results are not marked stale."""
+    models = judge_server.models(tmp_path)
+    record = good_record()
+    scorer = judge_scorer(CONFIG, record, models=models)
+    metric = scorers.judge_metric(scorer)
+    assert metric.rules == scorers.metric_of(scorer).rules
+    metric({"country": "France"}, "Paris", {"capital": "Paris"}, item_id="r17")
+    metric({"country": "France"}, "Lyon", {"capital": "Paris"})  # outside a run: "item"
+    assert [c.item_id for c in scorer.trace] == ["r17", "r17", "item", "item"]
+    identity = json.dumps(["judge", 1, CONFIG.config_hash, record.hash, None])
+    assert metric.source_hash == hashlib.sha256(identity.encode()).hexdigest()
+
+
+def test_the_scorers_ledger_is_its_trace_as_the_session_recorded_it(judge_server, tmp_path):
+    models = judge_server.models(tmp_path, max_attempts=1)
+    scorer = judge_scorer(CONFIG, good_record(), models=models)
+    scorer.score(item("Paris"), Reply(text="Paris"))
+    scorer.score(item("Paris", id="i2"), Reply(text="Paris"))  # cached
+    with pytest.raises(scorers.JudgeFailed):
+        scorer.score(item("Paris", id="i3"), Reply(text="boom"))
+    mine, session = scorer.ledger.totals(), models.ledgers["metric"].totals()
+    assert (mine.calls, mine.cached_calls, mine.failed_calls) == (5, 2, 1)
+    assert (mine.calls, mine.cached_calls, mine.failed_calls) == (
+        session.calls,
+        session.cached_calls,
+        session.failed_calls,
+    )
+    assert (mine.input_tokens, mine.output_tokens) == (session.input_tokens, session.output_tokens)
+    assert mine.input_tokens > 0 and mine.cost_usd == pytest.approx(session.cost_usd)
+    assert [c.item_id for c in scorer.ledger.calls] == ["i1", "i1", "i2", "i2", "i3"]
 
 
 def test_an_item_without_a_label_cannot_be_judged(judge_server, tmp_path):

@@ -4,13 +4,13 @@ scorer as the run's metric; the embedded model's hermes-style tool calls; `skyne
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import pytest
 from projects import write_skynet_toml
 
 from skynet.cli import main
 from skynet.models.local import parse_tool_calls, with_tools
+from skynet.runs.store import RunStore, runs_db_path
 from skynet.testing import is_reflection, reply
 
 WEATHER = {
@@ -72,11 +72,13 @@ def test_a_tool_calling_prompt_is_optimized_with_the_xlam_scorer(tmp_path, scrip
     assert main(["-C", str(project), "check"]) == 0
     assert "self-test passed" in capsys.readouterr().out
     assert main(["-C", str(project), "run"]) == 0
-    with sqlite3.connect(project / ".skynet" / "runs.db") as db:
-        best, seed = db.execute("SELECT best_candidate_id, seed_candidate_id FROM runs").fetchone()
-        rows = db.execute(
-            "SELECT candidate_id, score, feedback, output FROM evaluations WHERE split='val'"
-        ).fetchall()
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        (run,) = store.list_runs()
+        best, seed = run.best_candidate_id, run.seed_candidate_id
+        rows = [
+            (e.candidate_id, e.score, e.feedback, json.dumps(e.output))
+            for e in store.evaluations(run.id, split="val")
+        ]
     seed_rows = [r for r in rows if r[0] == seed]
     best_rows = [r for r in rows if r[0] == best]
     assert best != seed

@@ -1,4 +1,5 @@
-"""llm(): the metric's judge call to the metric model (else the reflection model)."""
+"""llm(): the call a metric.py makes to the metric model (else the reflection model), e.g. to
+have an output judged. Not the validated judge scorer: that is skynet.scorers.judge."""
 
 from __future__ import annotations
 

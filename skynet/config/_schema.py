@@ -1,24 +1,16 @@
-"""skynet.toml: read it, apply command-line overrides, validate it, build runtime settings.
+"""skynet.toml's tables as pydantic models: each key's type, default, bounds and the fix its
+description offers, and the checks across keys of one table.
 
-Every problem is a ConfigError naming the file (or the override), the dotted key, what was wrong
-and the fix. A pydantic ValidationError never leaves this module.
+Runtime settings are built from a Config by _runtime.py; the sections scorer packages add are
+in _sections.py.
 """
 
 from __future__ import annotations
 
-import copy
-import difflib
-import functools
-import inspect
-import json
 import math
-import os
-import re
-import sys
-import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -30,50 +22,17 @@ from pydantic import (
     PrivateAttr,
     Strict,
     StrictBool,
-    ValidationError,
     ValidationInfo,
-    create_model,
     field_validator,
     model_validator,
 )
-from pydantic.fields import FieldInfo
 
 from skynet.data import DEFAULT_SPLIT
-from skynet.errors import ConfigError
 from skynet.python_objects import is_python_object_text, recordable
 from skynet.side_info import DEFAULT_MAX_SIDE_INFO_CHARS
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
 if TYPE_CHECKING:
     from skynet.models import ModelsConfig
-
-__all__ = [
-    "CONFIG_FILE",
-    "ArtifactConfig",
-    "BudgetConfig",
-    "Config",
-    "DataConfig",
-    "EndpointConfig",
-    "EngineConfig",
-    "Float",
-    "Int",
-    "MetricConfig",
-    "ModelsSection",
-    "Overrides",
-    "config_from_tables",
-    "config_model",
-    "PriceConfig",
-    "Section",
-    "SplitConfig",
-    "TrackingConfig",
-    "flat_keys",
-    "FromPython",
-    "load_config",
-]
 
 CONFIG_FILE = "skynet.toml"
 
@@ -85,9 +44,6 @@ _DEFAULT_SPLIT = {
     "test": DEFAULT_SPLIT.test,
 }
 _ARTIFACT_PATHS = {"prompt": "prompt.md", "dspy": "program.py", "code": "code.py"}
-# A dotted key's segments: "quoted" (may hold dots) or bare.
-_SEGMENT = re.compile(r'"([^"]*)"|([^."]+)')
-_BARE = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _not_bool(value: Any) -> Any:
@@ -323,6 +279,22 @@ class ArtifactConfig(Section):
         ge=1,
         description="an integer >= 1 (runs of the artifact per item, each scored separately)",
     )
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="a table of a plugin kind's own settings, which the kind checks "
+        "([artifact.options]; the built-in kinds take none)",
+    )
+
+    @model_validator(mode="after")
+    def _options_for_plugins(self) -> ArtifactConfig:
+        from skynet import registry
+
+        if self.options and self.kind in registry.BUILTIN["artifact"]:
+            raise ValueError(
+                f"[artifact.options] is for a plugin kind's own settings; kind '{self.kind}' "
+                "takes none: set its keys in [artifact] itself"
+            )
+        return self
 
     @field_validator("kind")
     @classmethod
@@ -473,8 +445,8 @@ class EngineConfig(Section):
 def _engine_name(value: Any) -> Any:
     from skynet import registry
 
-    if isinstance(value, str) and not registry.is_known("engine", value):
-        raise ValueError(f"no engine has this name; known: {', '.join(registry.names('engine'))}")
+    if isinstance(value, str) and not registry.runs_a_project(value):
+        raise ValueError(f"no engine has this name; known: {', '.join(registry.engine_names())}")
     return value
 
 
@@ -674,8 +646,11 @@ class Config(Section):
         return self._project_dir
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Its class may hold scorer packages' sections: made again from their names.
-        return (_unpickled, (_SECTIONS.get(type(self), ()), self.__getstate__()))
+        # Its class may hold scorer packages' sections: made again from their names. Imported
+        # here: _sections builds its models on this class.
+        from skynet.config._sections import SECTIONS, unpickled
+
+        return (unpickled, (SECTIONS.get(type(self), ()), self.__getstate__()))
 
     def section(self, name: str) -> Any:
         """A scorer package's section, e.g. [judge], validated by the package's own model
@@ -697,420 +672,7 @@ class Config(Section):
         Raises:
             ConfigError: an endpoint's api_key_env names an environment variable that is not set.
         """
-        from skynet.models import ModelsConfig, ModelSettings, Price
+        # Imported here, as _runtime imports this module.
+        from skynet.config._runtime import models_config
 
-        section = self.models
-        settings: dict[str, ModelSettings] = {}
-        for name in sorted(set(section.endpoints) | set(section.prices)):
-            declared = section.prices.get(name)
-            price = (
-                Price(
-                    input_per_mtok=declared.input_per_mtok, output_per_mtok=declared.output_per_mtok
-                )
-                if declared is not None
-                else None
-            )
-            embedded = name.startswith("local/")
-            if price is None and embedded:
-                # The embedded model costs nothing; its cost is known, not unmeasured.
-                price = Price(input_per_mtok=0, output_per_mtok=0)
-            endpoint = section.endpoints.get(name)
-            if endpoint is None:
-                # One llama.cpp context per process: embedded calls queue one at a time.
-                settings[name] = ModelSettings(max_concurrent=1 if embedded else 8, price=price)
-                continue
-            settings[name] = ModelSettings(
-                api_base=endpoint.api_base,
-                api_key=_api_key(name, endpoint),
-                timeout_s=endpoint.timeout_s,
-                max_concurrent=endpoint.max_concurrent,
-                rpm=endpoint.rpm,
-                price=price,
-            )
-        cache: Path | None = None
-        if section.cache:
-            cache = Path(section.cache)
-            if not cache.is_absolute():
-                cache = self.project_dir / cache
-        return ModelsConfig(
-            task=section.task,
-            # A callable reflection model is called by the engine itself (EngineSettings.
-            # reflection_lm): no model serves the role, so a call for it is refused by name.
-            reflection=section.reflection if isinstance(section.reflection, str) else "",
-            metric=section.metric,
-            settings=settings,
-            cache_path=cache,
-        )
-
-
-def _api_key(model: str, endpoint: EndpointConfig) -> str | None:
-    if endpoint.api_key_env is None:
-        return None
-    key = os.environ.get(endpoint.api_key_env)
-    if not key:
-        raise ConfigError(
-            f"{CONFIG_FILE}: {_dotted(('models', 'endpoints', model, 'api_key_env'))} names the "
-            f"environment variable '{endpoint.api_key_env}', which is not set; export "
-            f"{endpoint.api_key_env}=<your key> before running, or remove api_key_env"
-        )
-    return key
-
-
-class Overrides(dict[str, Any]):
-    """Overrides for load_config that remember how each was given, e.g. {"engine.seed":
-    "--set engine.seed=3"}, so a message names the flag the user typed rather than skynet.toml.
-
-    A key with no entry in `given` is named "override 'KEY'".
-    """
-
-    def __init__(
-        self, values: Mapping[str, Any] | None = None, *, given: Mapping[str, str] | None = None
-    ) -> None:
-        super().__init__(values or {})
-        self.given: dict[str, str] = dict(given or {})
-
-
-def load_config(project_dir: Path | str, overrides: Mapping[str, Any] | None = None) -> Config:
-    """Read, override and validate project_dir/skynet.toml.
-
-    Args:
-        project_dir: the folder holding skynet.toml.
-        overrides: dotted keys to values, applied over the file before validation, e.g.
-            {"budget.max_metric_calls": 20, "engine.name": "gepa"}. Quote a segment that
-            holds a dot: 'models.prices."openai/gpt-4.1".input_per_mtok'.
-
-    Returns:
-        The validated Config, with project_dir set.
-
-    Raises:
-        ConfigError: the file is missing, is not valid TOML, or a setting is unknown or wrong.
-            The message names the file (or override), the dotted key and the fix.
-    """
-    folder = Path(project_dir).absolute()
-    file = folder / CONFIG_FILE
-    raw = _read_toml(file)
-    if isinstance(raw.get("metric"), str):
-        # `metric = "xlam-tool-call"`: shorthand for [metric] name = "xlam-tool-call".
-        raw["metric"] = {"name": raw["metric"]}
-    given = overrides.given if isinstance(overrides, Overrides) else {}
-    applied: list[tuple[tuple[str, ...], str]] = []
-    for key, value in (overrides or {}).items():
-        source = given.get(key) or f"override '{key}'"
-        applied.append((_apply_override(raw, key, value, source), source))
-    _override_call_budget(raw, [key for key, _ in applied])
-    model = config_model(raw)
-    try:
-        config = model.model_validate(raw)
-    except ValidationError as exc:
-        raise _config_error(exc, file, applied, model) from None
-    config._project_dir = folder
-    return config
-
-
-def config_from_tables(
-    tables: Mapping[str, Any], project_dir: Path, *, source: str, rows_given: bool = False
-) -> Config:
-    """Validate skynet.toml's tables given as Python dicts (skynet.optimize's models=, engine=,
-    budget=, ...): the same keys, the same checks and the same messages, naming `source`
-    (e.g. "skynet.optimize()") where a file's would name skynet.toml.
-
-    Args:
-        tables: table name -> dict, e.g. {"engine": {"name": "auto"}, "budget": {...}}.
-        project_dir: the folder relative paths resolve against.
-        source: what the message names as the place of the error.
-        rows_given: the data comes with the call: [data] needs no file.
-
-    Raises:
-        ConfigError: an unknown key (with the nearest known one) or a bad value.
-    """
-    raw = copy.deepcopy(dict(tables))
-    if isinstance(raw.get("metric"), str):
-        raw["metric"] = {"name": raw["metric"]}
-    model = config_model(raw)
-    try:
-        config = model.model_validate(raw, context={"rows_given": rows_given})
-    except ValidationError as exc:
-        raise _config_error(exc, Path(source), [], model) from None
-    config._project_dir = Path(project_dir).absolute()
-    return config
-
-
-# -- the sections scorer packages own ---------------------------------------------------------
-
-
-def flat_keys(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A table (a recorded config, a budget) as dotted keys to values, as `--set` names them:
-    {"engine": {"seed": 0}} → {"engine.seed": 0}; an empty table stays one key, {}."""
-    found: dict[str, Any] = {}
-    for name, value in table.items():
-        key = f"{prefix}.{name}" if prefix else str(name)
-        if isinstance(value, Mapping) and value:
-            found |= flat_keys(value, key)
-        else:
-            found[key] = value
-    return found
-
-
-def config_model(raw: Mapping[str, Any]) -> type[Config]:
-    """The Config model for `raw` (a file's tables, or a run's recorded config): Config with the
-    sections of the scorer packages (skynet.packages) it may hold: every built-in package's, and
-    a plugin package's when `raw` has its section or names it as the metric (a plugin is
-    imported only when asked for)."""
-    from skynet import registry
-
-    wanted = set(registry.BUILTIN["package"])
-    metric = raw.get("metric")
-    named = metric.get("name") if isinstance(metric, Mapping) else None
-    for key in [*raw, named]:
-        if (
-            isinstance(key, str)
-            and key not in Config.model_fields
-            and registry.is_known("package", key)
-        ):
-            wanted.add(key)
-    return _with_sections(tuple(sorted(wanted)))
-
-
-@functools.cache
-def _with_sections(names: tuple[str, ...]) -> type[Config]:
-    from skynet import registry
-
-    fields: dict[str, Any] = {}
-    for name in names:
-        section = registry.load("package", name).section
-        if section is not None and name not in Config.model_fields:
-            fields[name] = (
-                section | None,
-                Field(default=None, description=f'a [{name}] section (for metric = "{name}")'),
-            )
-    if not fields:
-        return Config
-    model = create_model("Config", __base__=Config, __module__=__name__, **fields)
-    _SECTIONS[model] = names
-    return model
-
-
-# A Config model with package sections -> the names it was made from (to make it again when a
-# Config is unpickled in another process: a worker).
-_SECTIONS: dict[type, tuple[str, ...]] = {}
-
-
-def _unpickled(names: tuple[str, ...], state: Any) -> Config:
-    model = _with_sections(names)
-    config = model.__new__(model)
-    config.__setstate__(state)
-    return config
-
-
-# -- reading and overriding ---------------------------------------------------------------------
-
-
-def _read_toml(file: Path) -> dict[str, Any]:
-    try:
-        data = file.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(
-            f"{file}: no {CONFIG_FILE} here; run `skynet init` in {file.parent} to write one"
-        ) from None
-    except OSError as exc:
-        raise ConfigError(f"{file}: cannot read it ({exc.strerror}); check the path") from None
-    try:
-        text = data.decode("utf-8-sig")  # a byte-order mark (some Windows editors) is dropped
-    except UnicodeDecodeError as exc:
-        start = exc.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
-        line = data[:start].count(b"\n") + 1
-        raise ConfigError(f"{file}:{line}: not UTF-8 text; save the file as UTF-8") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        message = str(exc)
-        found = re.search(r"\(at line (\d+), column (\d+)\)", message)
-        if found:
-            what = message[: found.start()].strip()
-            raise ConfigError(
-                f"{file}:{found.group(1)}: TOML syntax error at column {found.group(2)}: {what}; "
-                "fix that line (strings need quotes, tables are [section], keys are key = value)"
-            ) from None
-        raise ConfigError(f"{file}: TOML syntax error: {message}; fix the file") from None
-
-
-def _split_key(key: str, source: str) -> tuple[str, ...]:
-    parts = tuple(
-        m.group(1) if m.group(1) is not None else m.group(2).strip() for m in _SEGMENT.finditer(key)
-    )
-    rebuilt = ".".join(f'"{p}"' if not _BARE.fullmatch(p) else p for p in parts)
-    if not parts or any(p == "" for p in parts) or _normal(rebuilt) != _normal(key):
-        raise ConfigError(
-            f"{source}: '{key}' is not a dotted key; write it like 'budget.max_metric_calls', "
-            "quoting a segment that holds a dot"
-        )
-    return parts
-
-
-def _normal(key: str) -> str:
-    return key.replace('"', "").replace(" ", "")
-
-
-def _apply_override(raw: dict[str, Any], key: str, value: Any, source: str) -> tuple[str, ...]:
-    parts = _split_key(key, source)
-    table = raw
-    for depth, part in enumerate(parts[:-1]):
-        nested = table.setdefault(part, {})
-        if not isinstance(nested, dict):
-            raise ConfigError(
-                f"{source}: {_dotted(parts[: depth + 1])} is a value, not a table, so it "
-                f"has no key '{parts[depth + 1]}'; override {_dotted(parts[: depth + 1])} itself"
-            )
-        table = nested
-    table[parts[-1]] = copy.deepcopy(value)
-    return parts
-
-
-_CALL_BUDGETS = (("budget", "max_metric_calls"), ("budget", "max_full_evals"))
-
-
-def _override_call_budget(raw: dict[str, Any], overridden: list[tuple[str, ...]]) -> None:
-    """An override of one metric-call budget (--max-metric-calls 20) replaces the file's other
-    one (max_full_evals = 2), as it replaces the file's own value; both overridden still clash."""
-    given = [key for key in _CALL_BUDGETS if key in overridden]
-    budget = raw.get("budget")
-    if len(given) == 1 and isinstance(budget, dict):
-        (other,) = (key for key in _CALL_BUDGETS if key not in given)
-        budget.pop(other[1], None)
-
-
-# -- turning a ValidationError into one ConfigError ---------------------------------------------
-
-
-def _dotted(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-            continue
-        text = part if _BARE.fullmatch(part) else f'"{part}"'
-        out += f".{text}" if out else text
-    return out
-
-
-def _submodel(annotation: Any) -> tuple[bool, type[BaseModel]] | None:
-    """(is a dict of models, the model class) for a field that holds a section, else None."""
-    if get_origin(annotation) in (Union, types.UnionType):
-        inner = [a for a in get_args(annotation) if a is not type(None)]
-        if len(inner) != 1:
-            return None
-        annotation = inner[0]
-    if inspect.isclass(annotation) and issubclass(annotation, BaseModel):
-        return False, annotation
-    if get_origin(annotation) is dict:
-        args = get_args(annotation)
-        if len(args) == 2 and inspect.isclass(args[1]) and issubclass(args[1], BaseModel):
-            return True, args[1]
-    return None
-
-
-def _walk(
-    model: type[BaseModel], prefix: tuple[str, ...]
-) -> Iterator[tuple[tuple[str, ...], FieldInfo]]:
-    for name, info in model.model_fields.items():
-        key = (*prefix, name)
-        yield key, info
-        sub = _submodel(info.annotation)
-        if sub is not None:
-            is_dict, cls = sub
-            yield from _walk(cls, (*key, "*") if is_dict else key)
-
-
-@functools.cache
-def _known(model: type[BaseModel]) -> dict[tuple[str, ...], FieldInfo]:
-    """Every key `model` knows, "*" standing for a model name under prices/endpoints."""
-    return dict(_walk(model, ()))
-
-
-def _fits(pattern: tuple[str, ...], loc: tuple[Any, ...]) -> bool:
-    return len(pattern) == len(loc) and all(
-        p in ("*", str(q)) for p, q in zip(pattern, loc, strict=True)
-    )
-
-
-def _field(loc: tuple[Any, ...], known: Mapping[tuple[str, ...], FieldInfo]) -> FieldInfo | None:
-    return next((info for pattern, info in known.items() if _fits(pattern, loc)), None)
-
-
-def _suggest(loc: tuple[Any, ...], known: Mapping[tuple[str, ...], FieldInfo]) -> str | None:
-    wanted = _dotted(loc)
-    candidates = []
-    for pattern in known:
-        concrete = tuple(
-            str(loc[i]) if part == "*" and i < len(loc) else ("NAME" if part == "*" else part)
-            for i, part in enumerate(pattern)
-        )
-        candidates.append(_dotted(concrete))
-    found = difflib.get_close_matches(wanted, [c for c in candidates if c != wanted], n=1)
-    return found[0] if found else None
-
-
-def _shown(value: Any) -> str:
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _describe(error: Any, known: Mapping[tuple[str, ...], FieldInfo]) -> str:
-    loc = tuple(error["loc"])
-    key = _dotted(loc)
-    kind = error["type"]
-    if kind == "extra_forbidden":
-        suggestion = _suggest(loc, known)
-        if suggestion:
-            return f"unknown key '{key}'; did you mean '{suggestion}'?"
-        return f"unknown key '{key}'; remove it (see the skynet.toml reference in docs/)"
-    info = _field(loc, known)
-    wanted = info.description if info is not None and info.description else None
-    if kind == "missing":
-        if len(loc) == 1:
-            return f"the [{key}] section is missing; add {wanted or 'it'}"
-        parent = _dotted(loc[:-1])
-        return f"{key} is missing; add {loc[-1]} = ... under [{parent}]: {wanted or 'a value'}"
-    message = str(error["msg"])
-    if kind == "value_error":
-        # Our own validators already say what and how to fix it.
-        message = message.removeprefix("Value error, ")
-        if isinstance(error.get("input"), Mapping):
-            # A section-level check: its message names the keys involved.
-            return message if not key or f"{key}." in message else f"{key}: {message}"
-        return f"{key} = {_shown(error.get('input'))}: {message}" + (
-            f"; set it to {wanted}" if wanted else ""
-        )
-    message = message[:1].lower() + message[1:]
-    fix = f"; set it to {wanted}" if wanted else ""
-    return f"{key} = {_shown(error.get('input'))} is invalid ({message}){fix}"
-
-
-def _config_error(
-    exc: ValidationError,
-    file: Path,
-    overridden: list[tuple[tuple[str, ...], str]],
-    model: type[BaseModel],
-) -> ConfigError:
-    # An unknown key explains the errors it causes (a misspelt required key is also "missing").
-    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
-    first = errors[0]
-    loc = tuple(str(p) for p in first["loc"])
-    source = str(file)
-    for key, given in overridden:
-        if loc[: len(key)] == key:
-            source = given
-            break
-        if first["type"] == "extra_forbidden" and key[: len(loc)] == loc:
-            # The override made the unknown table (--set limits.time_s=1 makes [limits]): the
-            # unknown key is the whole one given, and the nearest known key is sought for it.
-            source, first = given, {**first, "loc": key}
-            break
-    message = f"{source}: {_describe(first, _known(model))}"
-    if len(errors) > 1:
-        more = len(errors) - 1
-        message += f" ({more} more problem{'s' if more > 1 else ''} after this one)"
-    return ConfigError(message)
+        return models_config(self)
