@@ -136,15 +136,11 @@ def test_a_configured_dspy_lm_is_the_task_model_through_skynet(
 
     scripted_server.responder = responder
     monkeypatch.chdir(tmp_path)
-    examples = _capitals()
     out = io.StringIO()
     lm = dspy.LM("openai/skynet-test", api_base=scripted_server.url, api_key="k", cache=False)
     with dspy.context(lm=lm):
-        result = skynet.optimize(
-            dspy.Predict("country -> answer"),
-            metric=_defs(AIME)["metric_with_feedback"],
-            train=examples[0::2],
-            val=examples[1::2],
+        result = aime_optimize(
+            tmp_path,
             models={"reflection": "openai/skynet-test"},
             engine={"name": "gepa"},
             budget={"max_metric_calls": 30},
@@ -159,15 +155,10 @@ def test_a_configured_dspy_lm_is_the_task_model_through_skynet(
 
 def test_a_configured_dspy_lm_and_another_task_model_are_refused(tmp_path, scripted_server):
     lm = dspy.LM("openai/other-model", api_base=scripted_server.url, cache=False)
-    examples = _capitals()
     with dspy.context(lm=lm), pytest.raises(skynet.ConfigError) as refused:
-        skynet.optimize(
-            dspy.Predict("country -> answer"),
-            metric=_defs(AIME)["metric_with_feedback"],
-            train=examples[0::2],
-            val=examples[1::2],
+        aime_optimize(
+            tmp_path,
             models={"task": "openai/skynet-test", "reflection": "openai/skynet-test"},
-            store=tmp_path / "s",
         )
     assert str(refused.value) == (
         "skynet.optimize(): dspy.configure(lm='openai/other-model') and models= task "
@@ -182,18 +173,28 @@ def test_a_configured_dspy_lm_and_another_task_model_are_refused(tmp_path, scrip
 KEY = "sk-configured-5f1e"  # a key that must reach the server and nowhere else
 
 
+def aime_optimize(tmp_path, **call):
+    """The AIME tutorial's metric_with_feedback optimizing dspy.Predict("country -> answer") on
+    the capitals, half train, half val, stored under tmp_path/s: the call the DSPy tests share."""
+    examples = _capitals()
+    return skynet.optimize(
+        dspy.Predict("country -> answer"),
+        metric=_defs(AIME)["metric_with_feedback"],
+        train=examples[0::2],
+        val=examples[1::2],
+        store=tmp_path / "s",
+        **call,
+    )
+
+
 def _configured_run(tmp_path, server, lm, serve=responder, **extra):
     import io
 
     server.responder = serve
-    examples = _capitals()
     out = io.StringIO()
     with dspy.context(lm=lm):
-        result = skynet.optimize(
-            dspy.Predict("country -> answer"),
-            metric=_defs(AIME)["metric_with_feedback"],
-            train=examples[0::2],
-            val=examples[1::2],
+        result = aime_optimize(
+            tmp_path,
             models={
                 "reflection": "openai/reflection-model",
                 "endpoints": {"openai/reflection-model": {"api_base": server.url}},
@@ -201,7 +202,6 @@ def _configured_run(tmp_path, server, lm, serve=responder, **extra):
             },
             engine={"name": "gepa", **extra.pop("engine", {})},
             budget={"max_metric_calls": 20, **extra.pop("budget", {})},
-            store=tmp_path / "s",
             out=out,
             **extra,
         )

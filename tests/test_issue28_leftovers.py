@@ -12,6 +12,7 @@ import json
 
 import pytest
 from projects import BETTER, COUNTRIES, make_project, task_responder
+from test_python_api import _tables
 
 import skynet
 from skynet.cli import main
@@ -35,6 +36,7 @@ def score(input, output, expected=None):
 
 
 def _optimize(url, *, budget, engine=None, train=TRAIN, val=VAL, out=None, models=None):
+    tables = _tables(url)  # test_python_api's models and engine, one source
     return skynet.optimize(
         SEED,
         metric=score,
@@ -43,14 +45,8 @@ def _optimize(url, *, budget, engine=None, train=TRAIN, val=VAL, out=None, model
         inputs=["country"],
         outputs=["capital"],
         user="Country: {country}",
-        models={
-            "task": MODEL,
-            "reflection": MODEL,
-            "endpoints": {MODEL: {"api_base": url, "timeout_s": 10}},
-            "prices": {MODEL: {"input_per_mtok": 1.0, "output_per_mtok": 2.0}},
-            **(models or {}),
-        },
-        engine={"name": "gepa", "concurrency": 2, **(engine or {})},
+        models={**tables["models"], **(models or {})},
+        engine={**tables["engine"], **(engine or {})},
         budget=budget,
         out=out,
     )

@@ -8,9 +8,8 @@ from __future__ import annotations
 import dspy
 import pytest
 from artifacts.test_dspy_runs import responder
-from test_dspy_metrics import AIME, _capitals, _defs
+from test_dspy_metrics import aime_optimize
 
-import skynet
 from skynet.runs import RunStore
 
 KEY = "sk-reflection-8c2d"
@@ -18,12 +17,8 @@ KEY = "sk-reflection-8c2d"
 
 def _run(tmp_path, server, reflection, engine: str, **models):
     server.responder = responder
-    examples = _capitals()
-    result = skynet.optimize(
-        dspy.Predict("country -> answer"),
-        metric=_defs(AIME)["metric_with_feedback"],
-        train=examples[0::2],
-        val=examples[1::2],
+    result = aime_optimize(
+        tmp_path,
         models={
             "task": "openai/skynet-test",
             "reflection": reflection,
@@ -32,7 +27,6 @@ def _run(tmp_path, server, reflection, engine: str, **models):
         },
         engine={"name": engine},
         budget={"max_metric_calls": 20},
-        store=tmp_path / "s",
     )
     with RunStore(result.store / "runs.db", readonly=True) as store:
         recorded = store.get_run(result.run_id).config["models"]
