@@ -148,6 +148,15 @@ def config_error(
         if loc[: len(key)] == key:
             source = given
             break
+        if (
+            first["type"] == "value_error"
+            and len(key) > len(loc)
+            and key[: len(loc)] == loc
+            and dotted(key[: len(loc) + 1]) in str(first.get("msg", ""))
+        ):
+            # A section's own check naming the key the override set ([artifact.options]).
+            source = given
+            break
         if first["type"] == "extra_forbidden" and key[: len(loc)] == loc:
             # The override made the unknown table (--set limits.time_s=1 makes [limits]): the
             # unknown key is the whole one given, and the nearest known key is sought for it.
