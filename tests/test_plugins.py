@@ -410,9 +410,7 @@ def test_the_plugin_facade_resolves_every_name_it_lists():
     assert lazy.stdout.strip() == "False"
 
 
-def test_artifact_options_on_a_built_in_kind_is_one_line_naming_where_it_was_set(
-    tmp_path, capsys
-):
+def test_artifact_options_on_a_built_in_kind_is_one_line_naming_where_it_was_set(tmp_path, capsys):
     project = make_project(tmp_path / "p", "http://127.0.0.1:9/v1")
     assert main(["-C", str(project), "check", "--set", "artifact.options.tone=dry"]) == 2
     line = capsys.readouterr().err.strip()
@@ -423,6 +421,10 @@ def test_artifact_options_on_a_built_in_kind_is_one_line_naming_where_it_was_set
     with open(project / "skynet.toml", "a") as f:
         f.write('\n[artifact.options]\ntone = "dry"\n')
     assert main(["-C", str(project), "check"]) == 2
-    assert capsys.readouterr().err.strip().startswith(
-        f"skynet: error: {project / 'skynet.toml'}: [artifact.options] is for a plugin kind's"
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .startswith(
+            f"skynet: error: {project / 'skynet.toml'}: [artifact.options] is for a plugin kind's"
+        )
     )
