@@ -429,7 +429,7 @@ def evaluate(
 
     Args:
         concurrency: rows evaluated at once (default: [engine] concurrency's default, 4); the
-            endpoint's `max_concurrent` (default 8) still caps the model calls in flight.
+            endpoint's `max_concurrent`, when set lower, caps the model calls in flight.
         out: where progress goes (default: stderr; in Jupyter, one updating line).
 
     Returns:

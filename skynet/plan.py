@@ -96,6 +96,31 @@ def _task_slots(project: Project) -> tuple[int, str] | None:
     return models.settings_for(task).max_concurrent, task
 
 
+def _slots_said(project: Project, said: Sequence[str]) -> tuple[str, ...]:
+    """One line for each model the run calls that takes fewer calls at once than [engine]
+    concurrency (its endpoint's max_concurrent, or the embedded model's one at a time), unless
+    a planner's reasons (`said`) already name it: said once, at the start."""
+    models = project.config.models_config()
+    concurrency = project.config.engine.concurrency
+    roles = ("task", "reflection") if project.artifact.uses_task_model else ("reflection",)
+    lines: list[str] = []
+    for name in dict.fromkeys(models.model_for(role) for role in roles):
+        if not name or any(f"{name} takes" in line for line in said):
+            continue
+        slots = models.settings_for(name).max_concurrent
+        if slots < concurrency:
+            why = (
+                "one llama.cpp context"
+                if name.startswith("local/")
+                else "its [models.endpoints] max_concurrent"
+            )
+            lines.append(
+                f"{name} takes {slots} call(s) at once ({why}), below [engine] concurrency "
+                f"{concurrency}"
+            )
+    return tuple(lines)
+
+
 def _options_set(options: dict[str, Any]) -> frozenset[str]:
     """The names of gepa's options [engine.options] sets, at its top or in gepa_kwargs (where
     dspy.GEPA takes them): asked before the planner has chosen the engine."""
@@ -161,7 +186,8 @@ def _choose_engine(project: Project) -> EnginePlan:
             can.check_artifact(kind, cfg.artifact)
         return EnginePlan(
             name=planned.engine,
-            why=f"{name}: " + "; ".join((*planned.reasons, *budget_said)),
+            why=f"{name}: "
+            + "; ".join((*planned.reasons, *budget_said, *_slots_said(project, planned.reasons))),
             max_metric_calls=(
                 planned.max_metric_calls or user_budget or cfg.budget.max_metric_calls
             ),
@@ -177,7 +203,9 @@ def _choose_engine(project: Project) -> EnginePlan:
         can.check_artifact(kind, cfg.artifact)
     return EnginePlan(
         name=name,
-        why="; ".join((f"engine '{name}' named in the config", *budget_said)),
+        why="; ".join(
+            (f"engine '{name}' named in the config", *budget_said, *_slots_said(project, ()))
+        ),
         max_metric_calls=user_budget or cfg.budget.max_metric_calls,
         settings=_engine_settings(project, options),
         runs_program=can.runs_program,

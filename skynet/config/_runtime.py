@@ -36,15 +36,18 @@ def models_config(config: Config) -> ModelsConfig:
             # The embedded model costs nothing; its cost is known, not unmeasured.
             price = Price(input_per_mtok=0, output_per_mtok=0)
         endpoint = section.endpoints.get(name)
+        # One llama.cpp context per process: embedded calls queue one at a time. Any other
+        # model takes as many calls at once as the run makes ([engine] concurrency), unless its
+        # endpoint says fewer: a default below it would silently cap the run.
+        slots = 1 if embedded else config.engine.concurrency
         if endpoint is None:
-            # One llama.cpp context per process: embedded calls queue one at a time.
-            settings[name] = ModelSettings(max_concurrent=1 if embedded else 8, price=price)
+            settings[name] = ModelSettings(max_concurrent=slots, price=price)
             continue
         settings[name] = ModelSettings(
             api_base=endpoint.api_base,
             api_key=_api_key(name, endpoint),
             timeout_s=endpoint.timeout_s,
-            max_concurrent=endpoint.max_concurrent,
+            max_concurrent=endpoint.max_concurrent or slots,
             rpm=endpoint.rpm,
             price=price,
         )
@@ -61,6 +64,7 @@ def models_config(config: Config) -> ModelsConfig:
         metric=section.metric,
         settings=settings,
         cache_path=cache,
+        default_max_concurrent=config.engine.concurrency,
     )
 
 

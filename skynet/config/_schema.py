@@ -521,8 +521,10 @@ class EndpointConfig(Section):
         description='the name of an environment variable, e.g. "MY_API_KEY"',
     )
     timeout_s: Float = Field(default=120.0, gt=0, description="a number of seconds > 0")
-    max_concurrent: Int = Field(
-        default=8, ge=1, description="an integer >= 1 (calls in flight at once)"
+    max_concurrent: Int | None = Field(
+        default=None,
+        ge=1,
+        description="an integer >= 1 (calls in flight at once; unset: [engine] concurrency)",
     )
     rpm: Float | None = Field(default=None, gt=0, description="a number > 0 (requests per minute)")
 

@@ -146,6 +146,8 @@ class ModelsConfig:
     cache_path: Path | str | None = Path(".skynet") / "cache.db"
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_cost_usd: float | None = None
+    # Calls in flight at once for a model declared nowhere ([engine] concurrency, from a config).
+    default_max_concurrent: int = 8
 
     def model_for(self, role: str) -> str:
         if role not in ROLES:
@@ -162,7 +164,7 @@ class ModelsConfig:
         if model.startswith("local/"):
             # One llama.cpp context per process: calls queue in the governor, not in the lock.
             return ModelSettings(max_concurrent=1, price=Price(input_per_mtok=0, output_per_mtok=0))
-        return ModelSettings()
+        return ModelSettings(max_concurrent=self.default_max_concurrent)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
