@@ -270,6 +270,10 @@ class _Reflector:
             return self.fatal is not None
 
     def __call__(self, prompt: str | list[dict[str, Any]]) -> str:
+        """The proposal for `prompt`: the first usable of up to _DRAWS draws. Draw 0 goes alone
+        (it is usually usable); when it is not, the other draws go at once, not one after
+        another, and the first usable in draw order is taken, so the run is the same whatever
+        the order the replies arrive in."""
         text = (
             prompt
             if isinstance(prompt, str)
@@ -277,39 +281,73 @@ class _Reflector:
         )
         found = self.current.match(text)
         current = found.group("current").strip() if found else ""
-        for draw in range(_DRAWS if self.own is None else 1):
-            try:
-                reply = (
-                    self.ctx.reflect(text, draw, self.max_tokens)
-                    if self.own is None
-                    else _called(self.ctx, self.own, prompt)
+        taken = self._settle(0, self._draw(text, prompt, 0), current)
+        if taken is None and self.own is None and self.fatal is None:
+            rest = range(1, _DRAWS)
+            with ThreadPoolExecutor(max_workers=len(rest)) as pool:
+                got = list(pool.map(lambda draw: self._draw(text, prompt, draw), rest))
+            for draw, outcome in zip(rest, got, strict=True):
+                if taken is None and self.fatal is None:
+                    taken = self._settle(draw, outcome, current)
+                elif isinstance(outcome, str) and _usable(outcome, current):
+                    # Drawn at once with the one taken, and paid for: recorded, not used.
+                    self.ctx.record_proposal(
+                        status="unused",
+                        detail=f"draw {draw}: an earlier draw was usable",
+                        text=_extract(outcome).strip(),
+                    )
+        if taken is _STOP or taken is None:
+            if taken is None:
+                self.ctx.log(
+                    f"reflection gave no usable proposal in {_DRAWS} draws; keeping the parent"
                 )
-            except BudgetExhausted as exc:
-                self.ctx.record_proposal(status="failed", detail=f"draw {draw}: {exc}")
-                return f"```\n{current}\n```"  # the run stops at GEPA's next check
-            except ModelError as exc:
-                self.ctx.record_proposal(status="failed", detail=f"draw {draw}: {exc}")
-                if self._failed(exc):
-                    break
-                continue
-            with self._lock:
-                self.failures_in_a_row = 0
-            proposal = _extract(reply).strip()
-            if not proposal:
-                self.ctx.record_proposal(
-                    status="empty", detail=f"draw {draw}: the reply held no new text", text=reply
-                )
-            elif proposal == current:
-                self.ctx.record_proposal(
-                    status="unchanged",
-                    detail=f"draw {draw}: the reply repeated the text",
-                    text=reply,
-                )
-            else:
-                self.ctx.record_proposal(status="proposed", detail=f"draw {draw}", text=proposal)
-                return f"```\n{proposal}\n```"
-        self.ctx.log(f"reflection gave no usable proposal in {_DRAWS} draws; keeping the parent")
-        return f"```\n{current}\n```"
+            return f"```\n{current}\n```"
+        return f"```\n{taken}\n```"
+
+    def _draw(self, text: str, prompt: Any, draw: int) -> str | BaseException:
+        """One reflection call's reply, or the BudgetExhausted/ModelError it raised."""
+        try:
+            if self.own is None:
+                return self.ctx.reflect(text, draw, self.max_tokens)
+            return _called(self.ctx, self.own, prompt)
+        except (BudgetExhausted, ModelError) as exc:
+            return exc
+
+    def _settle(self, draw: int, outcome: str | BaseException, current: str) -> Any:
+        """Records what became of one draw: its proposal (usable), None (none: try another,
+        unless reflection failed too often in a row: self.fatal), or _STOP (the budget is
+        spent: the run stops at GEPA's next check)."""
+        if isinstance(outcome, BudgetExhausted):
+            self.ctx.record_proposal(status="failed", detail=f"draw {draw}: {outcome}")
+            return _STOP  # the run stops at GEPA's next check
+        if isinstance(outcome, ModelError):
+            self.ctx.record_proposal(status="failed", detail=f"draw {draw}: {outcome}")
+            self._failed(outcome)
+            return None
+        assert isinstance(outcome, str)
+        with self._lock:
+            self.failures_in_a_row = 0
+        proposal = _extract(outcome).strip()
+        if not proposal:
+            self.ctx.record_proposal(
+                status="empty", detail=f"draw {draw}: the reply held no new text", text=outcome
+            )
+        elif proposal == current:
+            self.ctx.record_proposal(
+                status="unchanged", detail=f"draw {draw}: the reply repeated the text", text=outcome
+            )
+        else:
+            self.ctx.record_proposal(status="proposed", detail=f"draw {draw}", text=proposal)
+            return proposal
+        return None
+
+
+_STOP = object()  # a draw that ends the proposal: the budget is spent
+
+
+def _usable(reply: str, current: str) -> bool:
+    proposal = _extract(reply).strip()
+    return bool(proposal) and proposal != current
 
 
 def _called(ctx: EngineContext, own: Callable[[Any], str], prompt: Any) -> str:

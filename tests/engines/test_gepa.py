@@ -15,14 +15,25 @@ from skynet.testing import is_reflection, reply
 
 @pytest.mark.slow
 def test_empty_and_unchanged_proposals_are_recorded_and_redrawn(tmp_path, scripted_server):
+    import threading
+
     seen_draws = []
+    # Draws 1 and 2 go at once once draw 0 is unusable (issue 30): each waits here for the
+    # other; drawn one after another, the barrier breaks and the test says so.
+    together = threading.Barrier(2, timeout=20)
+    one_after_another = []
 
     def respond(body):
         if is_reflection(body):
             seen_draws.append((body.get("temperature"), body.get("seed")))
-            if len(seen_draws) == 1:
+            draw = body.get("seed")
+            if draw == 0:
                 return reply("```\n```")  # what SmolLM2 often answers
-            if len(seen_draws) == 2:
+            try:
+                together.wait()
+            except threading.BrokenBarrierError:
+                one_after_another.append(draw)
+            if draw == 1:
                 return reply("```\nTell the user about the country.\n```")  # the parent back
             return reply(f"Sure! Here it is:\n```\n{BETTER}\n```")
         return task_responder(body)
@@ -37,10 +48,36 @@ def test_empty_and_unchanged_proposals_are_recorded_and_redrawn(tmp_path, script
         (best,) = [
             json.dumps(c.content) for c in store.candidates(run.id) if c.id == run.best_candidate_id
         ]
+    # Recorded in draw order, whichever reply came first.
     assert statuses[:3] == ["empty", "unchanged", "proposed"]
     assert BETTER in best
+    assert one_after_another == []
     # Each redraw is a new draw: another temperature/seed, so not the cached first answer.
     assert len(set(seen_draws[:3])) == 3
+
+
+@pytest.mark.slow
+def test_a_usable_draw_drawn_with_the_one_taken_is_recorded_unused(tmp_path, scripted_server):
+    def respond(body):
+        if is_reflection(body):
+            if body.get("seed") == 0:
+                return reply("```\n```")
+            return reply(f"```\n{BETTER} (draw {body.get('seed')})\n```")
+        return task_responder(body)
+
+    scripted_server.responder = respond
+    project = make_project(tmp_path / "p", scripted_server.url, budget=30)
+    assert main(["-C", str(project), "run"]) == 0
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        run = store.latest_run()
+        assert run is not None
+        proposals = store.proposals(run.id)
+        (best,) = [
+            json.dumps(c.content) for c in store.candidates(run.id) if c.id == run.best_candidate_id
+        ]
+    assert [p.status for p in proposals[:3]] == ["empty", "proposed", "unused"]
+    assert proposals[2].text == f"{BETTER} (draw 2)"  # paid for, kept in the record
+    assert "(draw 1)" in best  # the first usable in draw order is the one taken
 
 
 @pytest.mark.slow
