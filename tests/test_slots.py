@@ -49,3 +49,30 @@ def test_under_auto_the_limit_is_said_once(tmp_path):
         open_project(_project(tmp_path, concurrency=16, max_concurrent=4, engine="auto"))
     )
     assert plan.count(f"{MODEL} takes 4 call(s) at once") == 1, plan
+
+
+def test_the_self_test_checks_items_side_by_side_and_reports_them_in_order():
+    """Items are self-tested on several threads (issue 30: 1,000 items' 5,000 metric calls
+    before the first model call); the report is the same as one after another: failures in
+    item order, each item's calls counted."""
+    import threading
+
+    from skynet.contract import Metric, check_metric
+    from skynet.data import Item
+
+    threads = set()
+
+    def score(input, output, expected=None):
+        threads.add(threading.get_ident())
+        if input["n"] % 7 == 3:  # these items' metric marks everything correct
+            return 1.0, {"feedback": "fine"}
+        right = output == expected["answer"]
+        return float(right), {"feedback": "right" if right else f"say {expected['answer']}"}
+
+    items = [Item(id=f"i{n:03d}", input={"n": n}, expected={"answer": str(n)}) for n in range(60)]
+    report = check_metric(Metric(score, name="score"), items)
+    failed = [f.item_id for f in report.failures]
+    assert failed == [f"i{n:03d}" for n in range(60) if n % 7 == 3]  # in item order
+    assert {f.check for f in report.failures} == {"null control"}
+    assert report.metric_calls == 60 * 5  # the key, the empty output, three others' keys
+    assert len(threads) > 1
