@@ -1,4 +1,4 @@
-"""Whole-run wall time of Skynet's Auto engine against raw gepa with its defaults.
+"""Whole-run wall time of Skynet's Auto engine against raw gepa at the same concurrency.
 
     python benchmarks/speed.py            # 300 ms latency, budget 200, concurrency 16, 3 repeats
     python benchmarks/speed.py --quick    # 100 ms, budget 120, 1 repeat (a smoke run)
@@ -6,29 +6,37 @@
 Both optimize the same scripted task on the same loopback model server (benchmarks/overhead.py's
 `Server`, a child process; latency per request, task and reflection alike):
 
-  raw     `gepa.optimize_anything` with GEPAConfig's defaults except max_metric_calls and the
+  raw     `gepa.optimize_anything` with GEPAConfig's defaults except max_metric_calls, the
           reflection_lm (the model's name, gepa's own LM; its api_base and key in
-          reflection_lm_kwargs). gepa's default max_workers is os.cpu_count(); its default
-          reflection template, frontier "hybrid", seed 0, one proposal per iteration.
-  skynet  `skynet run` with [engine] name = "auto", concurrency 16, the same budget, and the model
-          declared under [models.endpoints] with max_concurrent 16 (Auto proposes
-          independent:N, N = 16 // minibatch 3, capped at train // 3).
+          reflection_lm_kwargs), max_workers = Skynet's concurrency (gepa's default is
+          os.cpu_count(), 2 on a small machine: the ratio would then measure mostly concurrency)
+          and the seed. gepa's default reflection template, frontier "hybrid", one proposal per
+          iteration. This is the target's anchor.
+  skynet  `skynet run` with [engine] name = "auto", concurrency 16, the same budget and seed, and
+          the model declared under [models.endpoints] as a user writes it, without
+          max_concurrent (it follows [engine] concurrency). Auto proposes independent:N,
+          N = 16 // minibatch 3, capped at train // 3.
 
-Target: skynet wall time <= 0.4 x raw's, with a best val score no lower than raw's. Nothing is
-asserted; the ratios are measured in this run. Other rows are printed for information, to show
-what bounds the figure: raw gepa with max_workers = 16 (parallel evaluation without parallel
-proposals), Skynet with gepa's default AllImprovements selection ([engine.options]
-selection_strategy = "all": one val evaluation per accepted proposal, where Auto's "best" makes
-one per iteration), and Skynet with
-the endpoint's default max_concurrent (8), which holds calls in flight and Auto's N below 16.
+Target: skynet wall time <= 0.4 x raw's, with a mean best val score over the seeds no lower than
+raw's (the issue says test score; this project has no test split), on both tasks. Slot
+utilisation = (task + reflection requests the server saw) x latency / (wall x concurrency):
+the share of the run's call slots that held a call; 1.0 is the physical limit, the issue's
+target for Skynet is >= 0.7. Nothing is asserted; the ratios are measured in this run. Other rows
+are printed for information: raw gepa with its default max_workers, Skynet with gepa's default
+AllImprovements selection ([engine.options] selection_strategy = "all": one val evaluation per
+accepted proposal, where Auto's "best" makes one per iteration), and Skynet with the user writing
+max_concurrent = 8 in the endpoint (fewer calls in flight, and Auto's N below 16 // 3).
 
-The scripted task: item i belongs to region i % 8. A task reply names the capital exactly when
-the system prompt lists the item's region ("Known regions: 1, 4."). A reflection reply takes the
-current text (the prompt's first ``` block, in gepa's template and in Skynet's), adds the region
-of every item its feedback marks wrong, and bumps "(rev N)", so no proposal repeats its parent.
-A proposal thus learns only what its minibatch showed it: the val score rises over several
-accepted proposals (0, then up to 3 regions of 8 per proposal, until 1.0), and proposals from
-different minibatches differ.
+The scripted tasks (--task): item i belongs to region i % 8. A task reply names the capital
+exactly when the system prompt lists the item's region ("Known regions: 1, 4.").
+  learn   A reflection reply takes the current text (the prompt's first ``` block, in gepa's
+          template and in Skynet's), adds the region of every item its feedback marks wrong, and
+          bumps "(rev N)", so no proposal repeats its parent. A proposal learns only what its
+          minibatch showed it: val rises over several accepted proposals (up to 3 regions of 8
+          per proposal, until 1.0), and proposals from different minibatches differ.
+  same    Every reflection reply is the same text, naming regions 0-3: the first accepted
+          proposal lifts val to 0.5 and no later proposal improves on it, so parallel proposals
+          are all alike and the budget goes to minibatch evaluations that teach nothing.
 """
 
 from __future__ import annotations
@@ -55,6 +63,11 @@ from overhead import KEY, KEY_ENV, MODEL, RunResult, Shape  # noqa: E402
 REGIONS = 8
 SHAPE = Shape(items=40, train=24)  # 3 train and 2 val items per region
 IMPROVED = "Name the capital city of the country the user gives, in one short sentence."
+SAME_REPLY = f"```\n{IMPROVED} Known regions: 0, 1, 2, 3.\n```"  # the "same" task's reflection
+TASKS = ("learn", "same")
+# The server's child process reads its task here: it is set before each server is spawned (a
+# spawned child inherits the environment), so one server answers one task.
+TASK_ENV = "SKYNET_SPEED_TASK"
 
 _KNOWN = re.compile(r"Known regions: ([\d, ]*)\.")
 _WRONG = re.compile(r"does not name the capital of Country (\d+)")
@@ -68,11 +81,14 @@ def _known(text: str) -> set[int]:
 
 
 def answer(body: dict[str, Any]) -> tuple[str, str]:
-    """The deterministic reply to one chat request: (kind, text), a function of the request only."""
+    """The deterministic reply to one chat request: (kind, text), a function of the request and
+    the server's task only."""
     from skynet.testing import is_reflection
 
     messages = body.get("messages") or []
     if is_reflection(body):
+        if os.environ.get(TASK_ENV) == "same":
+            return "reflection", SAME_REPLY
         prompt = str(messages[-1].get("content", ""))
         fence = _FENCE.search(prompt)
         current = fence.group(1) if fence else ""
@@ -103,21 +119,23 @@ class Variant:
     key: str
     label: str
     kind: str  # "raw" | "skynet"
+    slots: int  # the calls it may hold in flight: raw's max_workers, Skynet's concurrency
     max_workers: int | None = None  # raw: None = gepa's default (os.cpu_count())
     options: str = ""  # skynet: [engine.options] lines
-    endpoint_max_concurrent: bool = True  # skynet: max_concurrent = concurrency in the endpoint
+    endpoint_max_concurrent: int | None = None  # skynet: written by the user; None = not written
 
 
 def raw_config(
-    server: overhead.Server, *, budget: int, max_workers: int | None
+    server: overhead.Server, *, budget: int, max_workers: int | None, seed: int
 ) -> overhead.RawConfig:
-    """GEPAConfig's defaults, but max_metric_calls, max_workers when given, and the reflection
-    model by name (gepa calls litellm itself, as a raw user's `reflection_lm="openai/..."`)."""
+    """GEPAConfig's defaults, but max_metric_calls, the seed, max_workers when given, and the
+    reflection model by name (gepa calls litellm itself, as a raw user's
+    `reflection_lm="openai/..."`)."""
 
     def config(train: list[dict[str, Any]], reflection_lm: Any) -> Any:
         from gepa.optimize_anything import EngineConfig, GEPAConfig, ReflectionConfig
 
-        engine = EngineConfig(max_metric_calls=budget)
+        engine = EngineConfig(max_metric_calls=budget, seed=seed)
         if max_workers is not None:
             engine = dataclasses.replace(engine, max_workers=max_workers)
         return GEPAConfig(
@@ -131,20 +149,37 @@ def raw_config(
     return config
 
 
+def _replace_once(text: str, old: str, new: str) -> str:
+    if old not in text:
+        raise SystemExit(f"speed.py: overhead.write_project's skynet.toml lacks {old!r}; update")
+    return text.replace(old, new, 1)
+
+
 def write_skynet_project(
-    folder: Path, server: overhead.Server, variant: Variant, *, concurrency: int, budget: int
+    folder: Path,
+    server: overhead.Server,
+    variant: Variant,
+    *,
+    concurrency: int,
+    budget: int,
+    seed: int,
 ) -> str:
-    """overhead's project with [engine] name = "auto"; returns the engine plan Skynet prints."""
+    """overhead's project with [engine] name = "auto" and the endpoint as the variant's user
+    writes it; returns the engine plan Skynet prints."""
     from skynet.plan import engine_plan
     from skynet.project import open_project
 
     overhead.write_project(
-        folder, SHAPE, server_url=server.url, concurrency=concurrency, budget=budget, seed=0
+        folder, SHAPE, server_url=server.url, concurrency=concurrency, budget=budget, seed=seed
     )
     toml = folder / "skynet.toml"
-    text = toml.read_text().replace('[engine]\nname = "gepa"', '[engine]\nname = "auto"', 1)
-    if not variant.endpoint_max_concurrent:
-        text = text.replace(f"max_concurrent = {concurrency}\n", "", 1)
+    text = _replace_once(toml.read_text(), '[engine]\nname = "gepa"', '[engine]\nname = "auto"')
+    limit = variant.endpoint_max_concurrent
+    text = _replace_once(
+        text,
+        f"max_concurrent = {concurrency}\n",
+        "" if limit is None else f"max_concurrent = {limit}\n",
+    )
     if variant.options:
         text += f"\n[engine.options]\n{variant.options}\n"
     toml.write_text(text)
@@ -169,15 +204,26 @@ def val_evaluations(r: RunResult) -> int:
     return sum(1 for s in r.probe.spans if s[3])
 
 
+def slot_use(r: RunResult, latency_ms: float, slots: int) -> float:
+    """(model calls x latency) / (wall x slots): the share of the run's call slots that held a
+    call, model calls being every task and reflection request the server saw in the run."""
+    calls = r.task_requests + r.reflection_requests
+    return calls * latency_ms / 1000 / (r.wall_s * slots)
+
+
 # -- the report --------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--latency-ms", type=float, default=None, help="per request (300)")
     parser.add_argument("--budget", type=int, default=None, help="max_metric_calls (200)")
     parser.add_argument("--concurrency", type=int, default=16, help="Skynet's [engine] concurrency")
     parser.add_argument("--repeats", type=int, default=None, help="runs of each variant (3)")
+    parser.add_argument("--seeds", type=int, default=1, help="seeds 0..K-1 per variant (1)")
+    parser.add_argument(
+        "--task", choices=TASKS, default=None, help="one scripted task (default: both)"
+    )
     parser.add_argument("--quick", action="store_true", help="100 ms, budget 120, 1 repeat")
     parser.add_argument(
         "--target-only", action="store_true", help="run only raw gepa and Skynet Auto"
@@ -187,74 +233,93 @@ def main(argv: list[str] | None = None) -> int:
     latency = args.latency_ms if args.latency_ms is not None else (100.0 if args.quick else 300.0)
     budget = args.budget if args.budget is not None else (120 if args.quick else 200)
     repeats = args.repeats if args.repeats is not None else (1 if args.quick else 3)
-    conc = args.concurrency
+    if args.seeds < 1:
+        parser.error(f"--seeds {args.seeds}: give 1 or more")
+    tasks = (args.task,) if args.task else TASKS
 
     os.environ[KEY_ENV] = KEY
-    server = overhead.Server(latency, in_process=False)  # before the heavy imports
+    servers: dict[str, overhead.Server] = {}
     work = Path(tempfile.mkdtemp(prefix="skynet-speed-"))
     try:
-        return _measure(
-            server,
+        for task in tasks:  # before the heavy imports
+            os.environ[TASK_ENV] = task
+            servers[task] = overhead.Server(latency, in_process=False)
+        met = _measure(
+            servers,
             work,
             latency=latency,
             budget=budget,
-            conc=conc,
+            conc=args.concurrency,
             repeats=repeats,
+            seeds=args.seeds,
             target_only=args.target_only,
         )
+        if len(tasks) > 1:
+            print(f"\ntarget met on both tasks: {'yes' if met else 'no'}")
+        return 0
     finally:
-        server.stop()
+        for server in servers.values():
+            server.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 
 
 def _measure(
-    server: overhead.Server,
+    servers: dict[str, overhead.Server],
     work: Path,
     *,
     latency: float,
     budget: int,
     conc: int,
     repeats: int,
+    seeds: int,
     target_only: bool,
-) -> int:
+) -> bool:
+    """Warm the clients, then each task's runs and report; True when every task met the target."""
     import litellm
 
     from skynet.models._litellm import warm
 
     overhead._instrument_skynet_engine()
     warm()
-    litellm.completion(
-        model=MODEL,
-        messages=[{"role": "user", "content": "Country: Country 01"}],
-        api_base=server.url,
-        api_key=KEY,
-        max_tokens=8,
-    )
-    server.take_counts()
+    for server in servers.values():
+        litellm.completion(
+            model=MODEL,
+            messages=[{"role": "user", "content": "Country: Country 01"}],
+            api_base=server.url,
+            api_key=KEY,
+            max_tokens=8,
+        )
+        server.take_counts()
 
     cpus = os.cpu_count() or 32
     variants = [
-        Variant("raw", f"raw gepa, defaults (max_workers = os.cpu_count() = {cpus})", "raw"),
-        Variant("skynet", f"skynet auto, concurrency {conc}", "skynet"),
+        Variant("raw", f"raw gepa, max_workers = {conc} (anchor)", "raw", conc, max_workers=conc),
+        Variant("skynet", f"skynet auto, concurrency {conc}", "skynet", conc),
     ]
     if not target_only:
         variants += [
-            Variant("raw16", f"raw gepa, max_workers = {conc}", "raw", max_workers=conc),
+            Variant(
+                "rawdef",
+                f"info: raw gepa, defaults (max_workers = os.cpu_count() = {cpus})",
+                "raw",
+                cpus,
+            ),
             Variant(
                 "all",
                 f'skynet auto, concurrency {conc}, selection_strategy = "all" (gepa\'s default)',
                 "skynet",
+                conc,
                 options='selection_strategy = "all"',
             ),
             Variant(
                 "mc8",
-                f"skynet auto, concurrency {conc}, endpoint max_concurrent left at 8",
+                f"skynet auto, concurrency {conc}, endpoint max_concurrent = 8 written by the user",
                 "skynet",
-                endpoint_max_concurrent=False,
+                conc,
+                endpoint_max_concurrent=8,
             ),
         ]
-    overflows_before = overhead.listen_overflows()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
         f"skynet speed benchmark · python {platform.python_version()} · gepa "
@@ -262,52 +327,104 @@ def _measure(
         f"(load average {load:.1f} at start)"
     )
     print(
-        f"task: {SHAPE.items} items ({SHAPE.train} train / {SHAPE.val} val) in {REGIONS} regions; "
-        f"latency {latency:g} ms per request; budget {budget} metric calls; {repeats} repeat(s)"
+        f"{SHAPE.items} items ({SHAPE.train} train / {SHAPE.val} val) in {REGIONS} regions; "
+        f"latency {latency:g} ms per request; budget {budget} metric calls; {repeats} repeat(s) "
+        f"of seeds 0..{seeds - 1}"
     )
+    met = True
+    for task, server in servers.items():
+        met &= _task_report(
+            task,
+            server,
+            variants,
+            work,
+            latency=latency,
+            budget=budget,
+            conc=conc,
+            repeats=repeats,
+            seeds=seeds,
+        )
+    return met
+
+
+def _task_report(
+    task: str,
+    server: overhead.Server,
+    variants: list[Variant],
+    work: Path,
+    *,
+    latency: float,
+    budget: int,
+    conc: int,
+    repeats: int,
+    seeds: int,
+) -> bool:
+    """Run every variant on one task (repeats x seeds) and print its table and summary."""
+    print(f"\n== task {task!r} ==")
+    overflows_before = overhead.listen_overflows()
     plans: dict[str, str] = {}
-    runs: dict[str, list[RunResult]] = {v.key: [] for v in variants}
+    # runs[key][seed]: that seed's repeats
+    runs: dict[str, list[list[RunResult]]] = {v.key: [[] for _ in range(seeds)] for v in variants}
+    turn = 0
     for rep in range(repeats):
-        shift = rep % len(variants)  # rotate the order, so slow drift hits every variant alike
-        for v in variants[shift:] + variants[:shift]:
-            folder = work / f"{v.key}-{rep}"
-            if v.kind == "raw":
-                overhead.write_project(
-                    folder, SHAPE, server_url=server.url, concurrency=conc, budget=budget, seed=0
+        for seed in range(seeds):
+            shift = turn % len(variants)  # rotate the order: slow drift hits every variant alike
+            turn += 1
+            for v in variants[shift:] + variants[:shift]:
+                folder = work / f"{task}-{v.key}-seed{seed}-{rep}"
+                if v.kind == "raw":
+                    overhead.write_project(
+                        folder,
+                        SHAPE,
+                        server_url=server.url,
+                        concurrency=conc,
+                        budget=budget,
+                        seed=seed,
+                    )
+                    config = raw_config(server, budget=budget, max_workers=v.max_workers, seed=seed)
+                    r = overhead.run_raw(folder, server, config)
+                else:
+                    plans[v.key] = write_skynet_project(
+                        folder, server, v, concurrency=conc, budget=budget, seed=seed
+                    )
+                    shutil.rmtree(folder / ".skynet", ignore_errors=True)  # the plan's check only
+                    r = overhead.run_skynet(folder, server)
+                runs[v.key][seed].append(r)
+                print(
+                    f"  repeat {rep + 1} seed {seed}: {v.key:6s} wall {r.wall_s:6.2f} s  best val "
+                    f"{max(r.val_scores):.4f}  slots used {slot_use(r, latency, v.slots):.3f}  "
+                    f"metric calls {r.metric_calls}  reflections {r.reflection_requests}  "
+                    f"candidates {r.candidates}"
                 )
-                r = overhead.run_raw(
-                    folder, server, raw_config(server, budget=budget, max_workers=v.max_workers)
-                )
-            else:
-                plans[v.key] = write_skynet_project(
-                    folder, server, v, concurrency=conc, budget=budget
-                )
-                shutil.rmtree(folder / ".skynet", ignore_errors=True)  # the plan's check only
-                r = overhead.run_skynet(folder, server)
-            runs[v.key].append(r)
-            print(
-                f"  repeat {rep + 1}: {v.key:6s} wall {r.wall_s:6.2f} s  best val "
-                f"{max(r.val_scores):.4f}  metric calls {r.metric_calls}  reflections "
-                f"{r.reflection_requests}  candidates {r.candidates}"
-            )
     for key, why in plans.items():
         print(f"  {key} plan: {why}")
     overflows_after = overhead.listen_overflows()
     if overflows_before is not None and overflows_after is not None:
-        print(
-            f"  listen-queue overflows during the benchmark: {overflows_after - overflows_before}"
-        )
+        print(f"  listen-queue overflows during this task: {overflows_after - overflows_before}")
+
+    slots = {v.key: v.slots for v in variants}
 
     def wall(key: str) -> float:
-        return statistics.median(r.wall_s for r in runs[key])
+        """Median over repeats, mean over seeds."""
+        return statistics.mean(statistics.median(r.wall_s for r in rs) for rs in runs[key])
+
+    def used(key: str) -> float:
+        """Slot utilisation: median over repeats, mean over seeds."""
+        return statistics.mean(
+            statistics.median(slot_use(r, latency, slots[key]) for r in rs) for rs in runs[key]
+        )
+
+    def best(key: str) -> float:
+        """Best val score, mean over seeds (each seed's first repeat)."""
+        return statistics.mean(max(rs[0].val_scores) for rs in runs[key])
 
     raw_wall = wall("raw")
-    raw_best = max(runs["raw"][0].val_scores)
     rows = [
         (
             "run",
             "wall s",
             "/ raw",
+            "slots used",
             "best val",
             "metric calls",
             "val evals",
@@ -317,14 +434,15 @@ def _measure(
         )
     ]
     for v in variants:
-        r = runs[v.key][0]
+        r = runs[v.key][0][0]
         mean_in_flight, peak = in_flight(r)
         rows.append(
             (
                 v.label,
                 f"{wall(v.key):.2f}",
                 f"{wall(v.key) / raw_wall:.3f}",
-                f"{max(r.val_scores):.4f}",
+                f"{used(v.key):.3f}",
+                f"{best(v.key):.4f}",
                 str(r.metric_calls),
                 str(val_evaluations(r)),
                 str(r.reflection_requests),
@@ -332,42 +450,61 @@ def _measure(
                 f"{mean_in_flight:.1f}, {peak}",
             )
         )
-    print("\nmedians over repeats (wall); the other figures are from the first repeat")
-    print(overhead.table(rows))
-    same = all(r.val_scores == rs[0].val_scores for rs in runs.values() for r in rs)
-    print(f"  every repeat of a variant followed the same trajectory: {same}")
-
-    sky_wall, sky_best = wall("skynet"), max(runs["skynet"][0].val_scores)
-    ratio = sky_wall / raw_wall
-    met_time, met_score = ratio <= 0.4, sky_best >= raw_best
-    print("\nsummary")
     print(
-        overhead.table(
-            [
-                ("check", "measured", "target", "result"),
-                (
-                    f"wall time skynet auto / raw gepa defaults ({latency:g} ms, conc {conc})",
-                    f"{ratio:.3f} ({sky_wall:.2f} s / {raw_wall:.2f} s)",
-                    "<= 0.40",
-                    "met" if met_time else "NOT MET",
-                ),
-                (
-                    "best val score, skynet auto vs raw gepa",
-                    f"{sky_best:.4f} vs {raw_best:.4f}",
-                    ">= raw",
-                    "met" if met_score else "NOT MET",
-                ),
-                (
-                    "metric calls, skynet auto vs raw gepa",
-                    f"{runs['skynet'][0].metric_calls} vs {runs['raw'][0].metric_calls}",
-                    f"<= {budget} (+ one iteration's overshoot)",
-                    "info",
-                ),
-            ]
+        f"\nwall and slots used: median over repeats, mean over {seeds} seed(s); best val: mean "
+        "over seeds; the other figures: seed 0, first repeat. slots used = (task + reflection "
+        "requests) x latency / (wall x slots), slots = raw's max_workers or Skynet's concurrency"
+    )
+    print(overhead.table(rows))
+    same = all(r.val_scores == rs[0].val_scores for by in runs.values() for rs in by for r in rs)
+    print(f"  every repeat of a variant and seed followed the same trajectory: {same}")
+
+    sky_wall, sky_best, raw_best = wall("skynet"), best("skynet"), best("raw")
+    ratio, sky_used = sky_wall / raw_wall, used("skynet")
+    met_time, met_slots, met_score = ratio <= 0.4, sky_used >= 0.7, sky_best >= raw_best
+    summary = [
+        ("check", "measured", "target", "result"),
+        (
+            f"wall time skynet auto / raw gepa max_workers {conc} ({latency:g} ms, conc {conc})",
+            f"{ratio:.3f} ({sky_wall:.2f} s / {raw_wall:.2f} s)",
+            "<= 0.40",
+            "met" if met_time else "NOT MET",
+        ),
+        (
+            "slot utilisation, skynet auto, whole run",
+            f"{sky_used:.3f}",
+            ">= 0.70",
+            "met" if met_slots else "NOT MET",
+        ),
+        (
+            f"best val score (no test split), mean over {seeds} seed(s), skynet auto vs raw gepa",
+            f"{sky_best:.4f} vs {raw_best:.4f}",
+            ">= raw",
+            "met" if met_score else "NOT MET",
+        ),
+    ]
+    if "rawdef" in runs:
+        summary.append(
+            (
+                "wall time skynet auto / raw gepa defaults (max_workers os.cpu_count())",
+                f"{sky_wall / wall('rawdef'):.3f}",
+                "",
+                "info",
+            )
+        )
+    summary.append(
+        (
+            "metric calls, skynet auto vs raw gepa (seed 0)",
+            f"{runs['skynet'][0][0].metric_calls} vs {runs['raw'][0][0].metric_calls}",
+            f"<= {budget} (+ one iteration's overshoot)",
+            "info",
         )
     )
-    print(f"target met: {'yes' if met_time and met_score else 'no'}")
-    return 0
+    print(f"\nsummary ({task!r} task)")
+    print(overhead.table(summary))
+    met = met_time and met_slots and met_score
+    print(f"target met ({task!r} task): {'yes' if met else 'no'}")
+    return met
 
 
 if __name__ == "__main__":
