@@ -50,7 +50,8 @@ class Recorded:
 
 
 def engine_context(
-    seed: Candidate,
+    seed_candidate: Candidate,
+    /,
     *,
     train: Sequence[Item],
     val: Sequence[Item] | None = None,
@@ -63,7 +64,8 @@ def engine_context(
     """A real EngineContext over `score` and `reflect`, with `recorded` (a Recorded) on it.
 
     Args:
-        seed: the starting candidate, by component name.
+        seed_candidate: the starting candidate, by component name (positional: `seed=` is
+            the engine's random seed, an EngineContext field).
         train, val: the items (val: the train items when not given, as valset=None).
         score: (candidate, item) -> (score, feedback): the metric on the candidate's output;
             an exception is recorded as the item's error, never raised to the engine.
@@ -117,7 +119,7 @@ def engine_context(
         return max_metric_calls is not None and recorded.metric_calls >= max_metric_calls
 
     ctx = EngineContext(
-        seed_candidate=dict(seed),
+        seed_candidate=dict(seed_candidate),
         train=list(train),
         val=list(train if val is None else val),
         evaluate=evaluate,
