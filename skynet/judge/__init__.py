@@ -5,7 +5,7 @@ project.
 record accepts it; `skynet judge collect / validate` make that record from blind human labels;
 the report shows the judge's raw and PPI-corrected accuracy.
 
-This is a scorer package (skynet.packages): config.py, the CLI and the report learn of it
+This is a scorer package (skynet.packages): skynet.config, the CLI and the report learn of it
 through the registry only.
 """
 
