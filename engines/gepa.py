@@ -272,8 +272,8 @@ class _Reflector:
     def __call__(self, prompt: str | list[dict[str, Any]]) -> str:
         """The proposal for `prompt`: the first usable of up to _DRAWS draws. Draw 0 goes alone
         (it is usually usable); when it is not, the other draws go at once, not one after
-        another, and the first usable in draw order is taken, so the run is the same whatever
-        the order the replies arrive in."""
+        another (one after another under a money budget), and the first usable in draw order is
+        taken, so the run is the same whatever the order the replies arrive in."""
         text = (
             prompt
             if isinstance(prompt, str)
@@ -282,7 +282,14 @@ class _Reflector:
         found = self.current.match(text)
         current = found.group("current").strip() if found else ""
         taken = self._settle(0, self._draw(text, prompt, 0), current)
-        if taken is None and self.own is None and self.fatal is None:
+        if taken is None and self.own is None and self.fatal is None and self._money_budget():
+            # Under a money budget, one after another: two draws at once would each hold their
+            # worst case, and the second be refused where one after another both fit.
+            for draw in range(1, _DRAWS):
+                if taken is not None or self.fatal is not None:
+                    break
+                taken = self._settle(draw, self._draw(text, prompt, draw), current)
+        elif taken is None and self.own is None and self.fatal is None:
             rest = range(1, _DRAWS)
             with ThreadPoolExecutor(max_workers=len(rest)) as pool:
                 got = list(pool.map(lambda draw: self._draw(text, prompt, draw), rest))
@@ -303,6 +310,11 @@ class _Reflector:
                 )
             return f"```\n{current}\n```"
         return f"```\n{taken}\n```"
+
+    def _money_budget(self) -> bool:
+        """Whether the run has a money budget ([budget] max_cost_usd)."""
+        budget = getattr(self.ctx.models, "budget", None)
+        return bool(getattr(budget, "limited", False))
 
     def _draw(self, text: str, prompt: Any, draw: int) -> str | BaseException:
         """One reflection call's reply, or the BudgetExhausted/ModelError it raised."""
