@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from skynet.testing.server import Script, Step
@@ -175,48 +174,10 @@ class ModelDouble(Script):
         )
 
     # -- a skynet session using this double ------------------------------------------------
-    def models(
-        self,
-        cache_dir: Path | str | None = None,
-        *,
-        input_per_mtok: float | None = 1.0,
-        output_per_mtok: float | None = 2.0,
-        timeout_s: float = 10.0,
-        max_concurrent: int = 8,
-        rpm: float | None = None,
-        max_attempts: int = 4,
-        base_delay_s: float = 0.01,
-        max_cost_usd: float | None = None,
-    ) -> Any:
-        """A skynet Models session whose every role uses this double (installed if it is not).
-
-        Args:
-            cache_dir: where the call cache goes (None: in memory, for this session only).
-            input_per_mtok, output_per_mtok: the declared price (None for both: unpriced).
-            max_cost_usd: the session's money budget (None: none).
-        """
-        from skynet.models import Models, ModelsConfig, ModelSettings, Price, RetryPolicy
-
+    def _session_model(self) -> tuple[str, dict[str, Any]]:
         if self not in _installed.get(self.name, []):
             self.install()
-        price = (
-            Price(input_per_mtok=input_per_mtok, output_per_mtok=output_per_mtok)
-            if input_per_mtok is not None and output_per_mtok is not None
-            else None
-        )
-        settings = ModelSettings(
-            timeout_s=timeout_s, max_concurrent=max_concurrent, rpm=rpm, price=price
-        )
-        return Models(
-            ModelsConfig(
-                task=self.model,
-                reflection=self.model,
-                settings={self.model: settings},
-                cache_path=None if cache_dir is None else Path(cache_dir) / "cache.db",
-                retry=RetryPolicy(max_attempts=max_attempts, base_delay_s=base_delay_s),
-                max_cost_usd=max_cost_usd,
-            )
-        )
+        return self.model, {}
 
     def models_table(
         self, *, input_per_mtok: float = 1.0, output_per_mtok: float = 2.0, timeout_s: float = 10

@@ -208,6 +208,60 @@ class Script:
             cap if isinstance(cap, int) and cap > 0 else 0,
         )
 
+    # -- a skynet session using this script ------------------------------------------------
+    def _session_model(self) -> tuple[str, dict[str, Any]]:
+        """The litellm model name a session reaches this script under, and how to reach it
+        (ModelSettings fields: the server's address and key; nothing for the double)."""
+        raise NotImplementedError
+
+    def models(
+        self,
+        cache_dir: Path | str | None = None,
+        *,
+        input_per_mtok: float | None = 1.0,
+        output_per_mtok: float | None = 2.0,
+        timeout_s: float = 10.0,
+        max_concurrent: int = 8,
+        rpm: float | None = None,
+        max_attempts: int = 4,
+        base_delay_s: float = 0.01,
+        metric_model: str = "",
+        max_cost_usd: float | None = None,
+    ) -> Any:
+        """A skynet Models session whose every role uses this script's model.
+
+        Args:
+            cache_dir: where the call cache goes (None: in memory, for this session only).
+            input_per_mtok, output_per_mtok: the declared price (None for both: unpriced).
+            metric_model: another model name the metric role uses, served the same way.
+            max_cost_usd: the session's money budget (None: none).
+        """
+        from skynet.models import Models, ModelsConfig, ModelSettings, Price, RetryPolicy
+
+        model, endpoint = self._session_model()
+        price = (
+            Price(input_per_mtok=input_per_mtok, output_per_mtok=output_per_mtok)
+            if input_per_mtok is not None and output_per_mtok is not None
+            else None
+        )
+        settings = ModelSettings(
+            **endpoint, timeout_s=timeout_s, max_concurrent=max_concurrent, rpm=rpm, price=price
+        )
+        all_settings = {model: settings}
+        if metric_model:
+            all_settings[metric_model] = settings
+        return Models(
+            ModelsConfig(
+                task=model,
+                reflection=model,
+                metric=metric_model,
+                settings=all_settings,
+                cache_path=None if cache_dir is None else Path(cache_dir) / "cache.db",
+                retry=RetryPolicy(max_attempts=max_attempts, base_delay_s=base_delay_s),
+                max_cost_usd=max_cost_usd,
+            )
+        )
+
     def _completion(self, step: Step, body: dict[str, Any]) -> dict[str, Any]:
         """The JSON of the chat-completion reply a reply() step makes to `body`, billed."""
         messages = body.get("messages") or []
@@ -459,53 +513,5 @@ class ScriptedServer(Script):
         self.stop()
 
     # -- a skynet session pointed at this server -------------------------------------------
-    def models(
-        self,
-        cache_dir: Path | str | None = None,
-        *,
-        input_per_mtok: float | None = 1.0,
-        output_per_mtok: float | None = 2.0,
-        timeout_s: float = 10.0,
-        max_concurrent: int = 8,
-        rpm: float | None = None,
-        max_attempts: int = 4,
-        base_delay_s: float = 0.01,
-        metric_model: str = "",
-        max_cost_usd: float | None = None,
-    ) -> Any:
-        """A skynet Models session whose every role uses this server as MODEL.
-
-        Args:
-            cache_dir: where the call cache goes (None: in memory, for this session only).
-            input_per_mtok, output_per_mtok: the declared price (None for both: unpriced).
-            max_cost_usd: the session's money budget (None: none).
-        """
-        from skynet.models import Models, ModelsConfig, ModelSettings, Price, RetryPolicy
-
-        price = (
-            Price(input_per_mtok=input_per_mtok, output_per_mtok=output_per_mtok)
-            if input_per_mtok is not None and output_per_mtok is not None
-            else None
-        )
-        settings = ModelSettings(
-            api_base=self.url,
-            api_key="sk-loopback",
-            timeout_s=timeout_s,
-            max_concurrent=max_concurrent,
-            rpm=rpm,
-            price=price,
-        )
-        all_settings = {MODEL: settings}
-        if metric_model:
-            all_settings[metric_model] = settings
-        return Models(
-            ModelsConfig(
-                task=MODEL,
-                reflection=MODEL,
-                metric=metric_model,
-                settings=all_settings,
-                cache_path=None if cache_dir is None else Path(cache_dir) / "cache.db",
-                retry=RetryPolicy(max_attempts=max_attempts, base_delay_s=base_delay_s),
-                max_cost_usd=max_cost_usd,
-            )
-        )
+    def _session_model(self) -> tuple[str, dict[str, Any]]:
+        return MODEL, {"api_base": self.url, "api_key": "sk-loopback"}
