@@ -8,25 +8,13 @@ import time
 from collections import Counter
 
 import pytest
-from projects import COUNTRIES, task_responder
+from projects import BETTER, task_responder
+from test_python_api import SEED, TRAIN, VAL, score
 
 import skynet
 from skynet.errors import ModelError
 from skynet.runs.store import RunStore
 from skynet.testing import DOUBLE_MODEL, MODEL, ModelDouble, ScriptedServer, fail, hang, reply
-
-ROWS = [
-    {"id": f"c{i}", "country": country, "capital": capital}
-    for i, (country, capital) in enumerate(COUNTRIES)
-]
-TRAIN, VAL = ROWS[0::2], ROWS[1::2]
-SEED = "Tell the user about the country."
-BETTER = "Name the capital city of the country."
-
-
-def score(input, output, expected=None):
-    named = expected["capital"].lower() in output.lower()
-    return float(named), {"feedback": "right" if named else f"name it: {expected['capital']}"}
 
 
 def _script():
