@@ -144,17 +144,20 @@ def config_error(
     first = errors[0]
     loc = tuple(str(p) for p in first["loc"])
     source = str(file)
-    for key, given in overridden:
+    # A section's own check names the keys it refuses ([artifact.options], both call budgets):
+    # the overrides that set them are where it was set.
+    named = [
+        given
+        for key, given in overridden
+        if first["type"] == "value_error"
+        and len(key) > len(loc)
+        and key[: len(loc)] == loc
+        and dotted(key[: len(loc) + 1]) in str(first.get("msg", ""))
+    ]
+    if named:
+        source = " and ".join(dict.fromkeys(named))
+    for key, given in [] if named else overridden:
         if loc[: len(key)] == key:
-            source = given
-            break
-        if (
-            first["type"] == "value_error"
-            and len(key) > len(loc)
-            and key[: len(loc)] == loc
-            and dotted(key[: len(loc) + 1]) in str(first.get("msg", ""))
-        ):
-            # A section's own check naming the key the override set ([artifact.options]).
             source = given
             break
         if first["type"] == "extra_forbidden" and key[: len(loc)] == loc:

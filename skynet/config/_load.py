@@ -68,7 +68,6 @@ def load_config(project_dir: Path | str, overrides: Mapping[str, Any] | None = N
         source = given.get(key) or f"override '{key}'"
         applied.append((_apply_override(raw, key, value, source), source))
     _override_call_budget(raw, [key for key, _ in applied])
-    _both_budgets_overridden(raw, applied)
     model = config_model(raw)
     try:
         config = model.model_validate(raw)
@@ -184,25 +183,6 @@ def _apply_override(raw: dict[str, Any], key: str, value: Any, source: str) -> t
 
 
 _CALL_BUDGETS = (("budget", "max_metric_calls"), ("budget", "max_full_evals"))
-
-
-def _both_budgets_overridden(
-    raw: dict[str, Any], applied: list[tuple[tuple[str, ...], str]]
-) -> None:
-    """Both metric-call budgets given as overrides: the message names the overrides, not
-    skynet.toml (an override of None, as a resume passes an unset recorded key, sets nothing)."""
-    budget = raw.get("budget")
-    if not isinstance(budget, dict):
-        return
-    given = [
-        source for key, source in applied if key in _CALL_BUDGETS and budget.get(key[1]) is not None
-    ]
-    if len(given) == 2:
-        raise ConfigError(
-            f"{given[0]} and {given[1]}: budget.max_metric_calls = {budget['max_metric_calls']} "
-            f"and budget.max_full_evals = {budget['max_full_evals']} both set the metric-call "
-            "budget; keep one (max_full_evals = N is N x (train + val) metric calls)"
-        )
 
 
 def _override_call_budget(raw: dict[str, Any], overridden: list[tuple[str, ...]]) -> None:
