@@ -930,7 +930,7 @@ def _metric_table(metric: Any) -> dict[str, Any] | None:
     return None
 
 
-def _metric(metric: Any, config: Any, outputs: list[str], dataset: Any = None) -> Metric:
+def _metric(metric: Any, config: Any, outputs: list[str], dataset: Any) -> Metric:
     import dataclasses
 
     if isinstance(metric, str | Mapping):
@@ -942,7 +942,7 @@ def _metric(metric: Any, config: Any, outputs: list[str], dataset: Any = None) -
         from skynet.packages import package_for
 
         package = package_for(config.metric.name)
-        if package is not None and dataset is not None:
+        if package is not None:
             # A scorer package (the judge, reference, a plugin's) builds its metric from the
             # working folder, as from a project's: its files and its section (sections=).
             loaded = package.metric(Path.cwd(), config, dataset, verified=True)
