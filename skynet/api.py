@@ -547,9 +547,8 @@ def rescore(
         id_column=id_column,
         required=(),
     )
-    the_metric = _metric(
-        metric, config, outputs, dataset
-    )  # its signature checked, as `skynet rescore` does
+    # Its signature checked, as `skynet rescore` does.
+    the_metric = _metric(metric, config, outputs, dataset)
     # A run made with no val= has val copies of its train rows (skynet.data.val_copies).
     given = {item.id for item in dataset.test}
     copies = [val_copy(item) for item in dataset.test]
