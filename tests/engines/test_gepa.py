@@ -13,6 +13,21 @@ from skynet.runs.store import RunStore, runs_db_path
 from skynet.testing import is_reflection, reply
 
 
+def _run_with(respond, tmp_path, scripted_server):
+    """A run of the capitals project on `respond`: its proposals, and its best candidate as
+    JSON text."""
+    scripted_server.responder = respond
+    project = make_project(tmp_path / "p", scripted_server.url, budget=30)
+    assert main(["-C", str(project), "run"]) == 0
+    with RunStore(runs_db_path(project), readonly=True) as store:
+        run = store.latest_run()
+        assert run is not None
+        (best,) = [
+            json.dumps(c.content) for c in store.candidates(run.id) if c.id == run.best_candidate_id
+        ]
+        return store.proposals(run.id), best
+
+
 @pytest.mark.slow
 def test_empty_and_unchanged_proposals_are_recorded_and_redrawn(tmp_path, scripted_server):
     import threading
@@ -38,16 +53,8 @@ def test_empty_and_unchanged_proposals_are_recorded_and_redrawn(tmp_path, script
             return reply(f"Sure! Here it is:\n```\n{BETTER}\n```")
         return task_responder(body)
 
-    scripted_server.responder = respond
-    project = make_project(tmp_path / "p", scripted_server.url, budget=30)
-    assert main(["-C", str(project), "run"]) == 0
-    with RunStore(runs_db_path(project), readonly=True) as store:
-        run = store.latest_run()
-        assert run is not None
-        statuses = [p.status for p in store.proposals(run.id)]
-        (best,) = [
-            json.dumps(c.content) for c in store.candidates(run.id) if c.id == run.best_candidate_id
-        ]
+    proposals, best = _run_with(respond, tmp_path, scripted_server)
+    statuses = [p.status for p in proposals]
     # Recorded in draw order, whichever reply came first.
     assert statuses[:3] == ["empty", "unchanged", "proposed"]
     assert BETTER in best
@@ -65,16 +72,7 @@ def test_a_usable_draw_drawn_with_the_one_taken_is_recorded_unused(tmp_path, scr
             return reply(f"```\n{BETTER} (draw {body.get('seed')})\n```")
         return task_responder(body)
 
-    scripted_server.responder = respond
-    project = make_project(tmp_path / "p", scripted_server.url, budget=30)
-    assert main(["-C", str(project), "run"]) == 0
-    with RunStore(runs_db_path(project), readonly=True) as store:
-        run = store.latest_run()
-        assert run is not None
-        proposals = store.proposals(run.id)
-        (best,) = [
-            json.dumps(c.content) for c in store.candidates(run.id) if c.id == run.best_candidate_id
-        ]
+    proposals, best = _run_with(respond, tmp_path, scripted_server)
     assert [p.status for p in proposals[:3]] == ["empty", "proposed", "unused"]
     assert proposals[2].text == f"{BETTER} (draw 2)"  # paid for, kept in the record
     assert "(draw 1)" in best  # the first usable in draw order is the one taken
