@@ -343,6 +343,27 @@ class RunResult:
 _PROBE: Probe | None = None
 
 
+def warm_up(*servers: Server) -> None:
+    """Before the timed runs: the engine instrumented, and both paths warmed once (litellm's
+    first call builds schemas; HTTP clients start up) on each server, its counts reset, so the
+    first timed run of either kind does not pay it."""
+    import litellm
+
+    from skynet.models._litellm import warm
+
+    _instrument_skynet_engine()
+    warm()
+    for server in servers:
+        litellm.completion(
+            model=MODEL,
+            messages=[{"role": "user", "content": "Country: Country 01"}],
+            api_base=server.url,
+            api_key=KEY,
+            max_tokens=8,
+        )
+        server.take_counts()
+
+
 def _instrument_skynet_engine() -> None:
     """Wrap GepaEngine.optimize (in this process only) to time each evaluation and keep the outcome.
 
@@ -695,24 +716,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _measure(args: argparse.Namespace, main_server: Server, tp_server: Server, work: Path) -> int:
-    import litellm
 
     from skynet import runner  # noqa: F401 — imported before timing, as litellm and gepa are
-    from skynet.models._litellm import warm
 
-    _instrument_skynet_engine()
-    # Warm both paths once (litellm's first call builds schemas; HTTP clients start up), so the
-    # first timed run of either kind does not pay it.
-    warm()
-    for server in (main_server, tp_server):
-        litellm.completion(
-            model=MODEL,
-            messages=[{"role": "user", "content": "Country 01"}],
-            api_base=server.url,
-            api_key=KEY,
-            max_tokens=8,
-        )
-        server.take_counts()
+    warm_up(main_server, tp_server)
 
     commits = commit_ms(work)
     overflows_before = listen_overflows()

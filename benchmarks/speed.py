@@ -276,21 +276,7 @@ def _measure(
     target_only: bool,
 ) -> bool:
     """Warm the clients, then each task's runs and report; True when every task met the target."""
-    import litellm
-
-    from skynet.models._litellm import warm
-
-    overhead._instrument_skynet_engine()
-    warm()
-    for server in servers.values():
-        litellm.completion(
-            model=MODEL,
-            messages=[{"role": "user", "content": "Country: Country 01"}],
-            api_base=server.url,
-            api_key=KEY,
-            max_tokens=8,
-        )
-        server.take_counts()
+    overhead.warm_up(*servers.values())
 
     cpus = os.cpu_count() or 32
     variants = [

@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import overhead  # noqa: E402 — benchmarks/overhead.py: server, project writer, runs, probe
-from overhead import KEY, KEY_ENV, MODEL, Shape  # noqa: E402
+from overhead import KEY, KEY_ENV, Shape  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,19 +54,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _measure(server: overhead.Server, work: Path, args: argparse.Namespace) -> int:
-    import litellm
 
-    from skynet.models._litellm import warm
-
-    overhead._instrument_skynet_engine()
-    warm()
-    litellm.completion(
-        model=MODEL,
-        messages=[{"role": "user", "content": "Country: Country 01"}],
-        api_base=server.url,
-        api_key=KEY,
-        max_tokens=8,
-    )
+    overhead.warm_up(server)
     shape = Shape(items=args.items, train=args.items * 4 // 5)
     budget = shape.val + 12
     print(
