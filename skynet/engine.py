@@ -313,7 +313,7 @@ def is_planner(name: str) -> bool:
     """Whether `name` in [engine] name is a planner (Auto) rather than an engine."""
     from skynet import registry
 
-    return registry.is_known("planner", name)
+    return registry.is_planner(name)
 
 
 def get_planner(name: str) -> Planner:
@@ -336,6 +336,6 @@ def get_engine(name: str) -> Engine:
     """
     from skynet import registry
 
-    if registry.is_known("planner", name):  # e.g. Auto: it plans the run, naming the engine
+    if registry.is_planner(name):  # e.g. Auto: it plans the run, naming the engine
         raise ConfigError(f"'{name}' is a planner that names an engine; plan the run first")
     return registry.load("engine", name)()
