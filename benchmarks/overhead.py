@@ -365,14 +365,19 @@ def warm_up(*servers: Server) -> None:
 
 
 def _instrument_skynet_engine() -> None:
-    """Wrap GepaEngine.optimize (in this process only) to time each evaluation and keep the outcome.
+    """Wrap the gepa engines' optimize (in this process only) to time each evaluation and keep
+    the outcome.
 
     The wrapper adds two clock reads and a list append per evaluation, as the raw run's does.
     """
+    from engines.async_gepa import AsyncGepaEngine
     from engines.gepa import GepaEngine
 
-    original = GepaEngine.optimize
+    for engine in (GepaEngine, AsyncGepaEngine):
+        engine.optimize = _timed_optimize(engine.optimize)  # type: ignore[method-assign]
 
+
+def _timed_optimize(original: Any) -> Any:
     def optimize(self: Any, ctx: Any) -> Any:
         probe = _PROBE
         assert probe is not None
@@ -388,7 +393,7 @@ def _instrument_skynet_engine() -> None:
         probe.outcome = outcome  # type: ignore[attr-defined]
         return outcome
 
-    GepaEngine.optimize = optimize  # type: ignore[method-assign]
+    return optimize
 
 
 def overhead_config(*, concurrency: int, budget: int, seed: int) -> RawConfig:

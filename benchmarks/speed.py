@@ -14,18 +14,18 @@ Both optimize the same scripted task on the same loopback model server (benchmar
           iteration. This is the target's anchor.
   skynet  `skynet run` with [engine] name = "auto", concurrency 16, the same budget and seed, and
           the model declared under [models.endpoints] as a user writes it, without
-          max_concurrent (it follows [engine] concurrency). Auto proposes independent:N,
-          N = 16 // minibatch 3, capped at train // 3.
+          max_concurrent (it follows [engine] concurrency). Auto runs engine gepa-async
+          (engines/async_gepa.py): one proposal at a time, its child scored on its own and the
+          next proposal's minibatch at once, its val evaluation beside the next reflection.
 
 Target: skynet wall time <= 0.4 x raw's, with a mean best val score over the seeds no lower than
 raw's (the issue says test score; this project has no test split), on both tasks. Slot
 utilisation = (task + reflection requests the server saw) x latency / (wall x concurrency):
 the share of the run's call slots that held a call; 1.0 is the physical limit, the issue's
 target for Skynet is >= 0.7. Nothing is asserted; the ratios are measured in this run. Other rows
-are printed for information: raw gepa with its default max_workers, Skynet with gepa's default
-AllImprovements selection ([engine.options] selection_strategy = "all": one val evaluation per
-accepted proposal, where Auto's "best" makes one per iteration), and Skynet with the user writing
-max_concurrent = 8 in the endpoint (fewer calls in flight, and Auto's N below 16 // 3).
+are printed for information: raw gepa with its default max_workers, Skynet on gepa's own loop
+with Auto's earlier choice (independent:N proposals per iteration, N = concurrency // 3, the best
+of them scored on val), and Skynet with the user writing max_concurrent = 8 in the endpoint.
 
 The scripted tasks (--task): item i belongs to region i % 8. A task reply names the capital
 exactly when the system prompt lists the item's region ("Known regions: 1, 4.").
@@ -123,6 +123,7 @@ class Variant:
     max_workers: int | None = None  # raw: None = gepa's default (os.cpu_count())
     options: str = ""  # skynet: [engine.options] lines
     endpoint_max_concurrent: int | None = None  # skynet: written by the user; None = not written
+    engine: str = "auto"  # skynet: [engine] name
 
 
 def raw_config(
@@ -173,7 +174,9 @@ def write_skynet_project(
         folder, SHAPE, server_url=server.url, concurrency=concurrency, budget=budget, seed=seed
     )
     toml = folder / "skynet.toml"
-    text = _replace_once(toml.read_text(), '[engine]\nname = "gepa"', '[engine]\nname = "auto"')
+    text = _replace_once(
+        toml.read_text(), '[engine]\nname = "gepa"', f'[engine]\nname = "{variant.engine}"'
+    )
     limit = variant.endpoint_max_concurrent
     text = _replace_once(
         text,
@@ -292,11 +295,13 @@ def _measure(
                 cpus,
             ),
             Variant(
-                "all",
-                f'skynet auto, concurrency {conc}, selection_strategy = "all" (gepa\'s default)',
+                "loop",
+                f"skynet auto keeping gepa's loop: independent:{conc // 3} + best (auto's "
+                "choice before gepa-async)",
                 "skynet",
                 conc,
-                options='selection_strategy = "all"',
+                options=f'sampling_strategy = "independent:{conc // 3}"\n'
+                'selection_strategy = "best"',
             ),
             Variant(
                 "mc8",

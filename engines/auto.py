@@ -2,7 +2,10 @@
 
 Each choice comes with its reason; the run prints them and stores them in the run record.
 
-- Engine: a DSPy program → dspy-gepa; a prompt or code → gepa.
+- Engine: a DSPy program → dspy-gepa; a prompt or code → gepa-async (engines/async_gepa.py:
+  gepa's search with no step waiting on a val evaluation; benchmarks/speed.py), or gepa's own
+  loop (engine gepa) when [engine.options] sets a gepa option gepa-async does not take
+  (ASYNC_OPTIONS lists those it does).
 - Budget (only when neither max_metric_calls nor max_full_evals is set in skynet.toml or on the
   command line): the seed on the val split, then N proposals, each a minibatch for parent and
   child, with a third of them accepted and scored on the whole val split: val + N x 2 x
@@ -13,7 +16,7 @@ Each choice comes with its reason; the run prints them and stores them in the ru
   else "instance" (per val item).
 - Early stop: when the best val score has not improved for 3 (light), 5 (medium) or 8 (heavy)
   proposals.
-- Parallel proposals: gepa's loop evaluates one minibatch between sequential reflection calls,
+- Parallel proposals (gepa's loop and dspy-gepa): gepa's loop evaluates one minibatch between sequential reflection calls,
   which leaves most evaluation slots idle. Auto proposes N candidates per iteration from N
   parents (gepa's IndependentSampling, "independent:N"), N = slots // minibatch to fill the
   slots, at most train // minibatch (so each proposal reads its own train items), at least 1.
@@ -36,9 +39,12 @@ from dataclasses import dataclass
 from engines.budget import ACCEPTED_ONE_IN, gepa_metric_calls
 from skynet.engine import Planned, PlanRequest
 
-__all__ = ["AutoPlan", "plan", "planner", "PROPOSALS", "PATIENCE"]
+__all__ = ["ASYNC_OPTIONS", "AutoPlan", "plan", "planner", "PROPOSALS", "PATIENCE"]
 
 PROPOSALS = {"light": 6, "medium": 15, "heavy": 40}
+# gepa's options gepa-async takes as gepa's loop does: with any other set (a sampling or
+# selection strategy, merge, a Python proposer...), Auto keeps gepa's own loop.
+ASYNC_OPTIONS = frozenset({"frontier_type", "perfect_score", "skip_perfect_score"})
 PATIENCE = {"light": 3, "medium": 5, "heavy": 8}
 
 
@@ -65,12 +71,23 @@ def plan(
     budget_set_by_user: int | None,
     concurrency: int = 1,
     task_slots: tuple[int, str] | None = None,
-    sampling_set_by_user: bool = False,
-    selection_set_by_user: bool = False,
+    options_set: frozenset[str] = frozenset(),
 ) -> AutoPlan:
     """The Auto engine's choices for a run, each with its reason."""
-    engine = "dspy-gepa" if kind == "dspy" else "gepa"
-    reasons = [f"engine {engine} for a {kind} artifact"]
+    engine = "dspy-gepa" if kind == "dspy" else "gepa-async"
+    own = sorted(options_set - ASYNC_OPTIONS)
+    if engine == "gepa-async" and own:
+        engine = "gepa"
+        reasons = [
+            f"engine gepa for a {kind} artifact (gepa's own loop: [engine.options] {own[0]} is set)"
+        ]
+    elif engine == "gepa-async":
+        reasons = [
+            f"engine gepa-async for a {kind} artifact (gepa's search, its next proposal "
+            "written while the last one is scored on val)"
+        ]
+    else:
+        reasons = [f"engine {engine} for a {kind} artifact"]
     proposals = PROPOSALS[level]
     minibatch = min(minibatch_size, train)
     if budget_set_by_user is None:
@@ -93,8 +110,14 @@ def plan(
     reasons.append(f"early stop after {patience} proposals without a better val score ({level})")
     sampling: str | None = None
     selection: str | None = None
-    if sampling_set_by_user:
+    if "sampling_strategy" in options_set:
         reasons.append("proposals per iteration: sampling_strategy set in [engine.options]")
+    elif engine == "gepa-async":
+        reasons.append(
+            "one proposal at a time, as gepa makes them; its child is also scored on the next "
+            "proposal's minibatch, and its val evaluation runs while the next reflection is "
+            "written"
+        )
     else:
         slots, slots_why = concurrency, f"concurrency {concurrency}"
         if task_slots is not None and task_slots[0] < concurrency:
@@ -116,7 +139,7 @@ def plan(
         )
         if n > 1:
             reasons.append(f"fewer proposals per iteration once the budget left cannot pay for {n}")
-            if selection_set_by_user:
+            if "selection_strategy" in options_set:
                 reasons.append("selection: selection_strategy set in [engine.options]")
             else:
                 selection = "best"
@@ -149,8 +172,7 @@ def planner(request: PlanRequest) -> Planned:
         budget_set_by_user=request.budget_set_by_user,
         concurrency=request.concurrency,
         task_slots=request.task_slots,
-        sampling_set_by_user="sampling_strategy" in request.options_set,
-        selection_set_by_user="selection_strategy" in request.options_set,
+        options_set=request.options_set,
     )
     options = {
         name: value

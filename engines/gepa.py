@@ -428,6 +428,42 @@ _SHOWS = {
 }
 
 
+def evaluated(
+    ctx: EngineContext, candidate: Candidate, example: Item
+) -> tuple[float, dict[str, Any]]:
+    """One evaluation as gepa is shown it: its score (0 for an error, which the records keep)
+    and its side information (Input, Expected, Output, Feedback, named scores, the metric's
+    other keys), each value quoted and cut to ctx.max_side_info_chars."""
+    limit = ctx.max_side_info_chars
+    side: dict[str, Any] = {"Input": example.input, "Expected": example.expected}
+    try:
+        result = ctx.evaluate(dict(candidate), example)
+    except BudgetExhausted as exc:
+        # Not evaluated, not recorded; GEPA's next stop check ends the run.
+        side["Error"] = quoted(f"not evaluated: {exc}", limit)
+        return 0.0, cut_side_info(side, limit)
+    # What the candidate wrote, and what the metric wrote about it (feedback often
+    # quotes the output), is quoted: no line of it can pass for a section of the prompt.
+    if result.ok:
+        side["Output"] = quoted(result.output, limit)
+        side["Feedback"] = quoted(result.feedback, limit)
+        if result.scores:
+            side["scores"] = dict(result.scores)
+        # What score() printed is the user's own debugging, kept in the records only.
+        side.update(
+            {
+                k: quoted(v, limit)
+                for k, v in result.extra.items()
+                if k not in side and k != "metric_stdout"
+            }
+        )
+        return float(result.score or 0.0), cut_side_info(side, limit)
+    # An error is not a wrong answer; GEPA needs a number, the records keep the error.
+    side["Error"] = quoted(result.error, limit)
+    side["Feedback"] = quoted(f"This example failed with an error: {result.error}", limit)
+    return 0.0, cut_side_info(side, limit)
+
+
 def _shown(side: dict[str, Any], shows: tuple[str, ...] | None) -> dict[str, Any]:
     """The side info with only what [engine] reflection_shows lets in (None: everything); the
     metric's other keys go with "feedback"."""
@@ -560,41 +596,11 @@ class GepaEngine:
             optimize_anything,
         )
 
-        limit = ctx.max_side_info_chars
         shows = ctx.settings.reflection_shows
 
         def evaluator(candidate: Candidate, example: Item) -> tuple[float, dict[str, Any]]:
-            score, side = _evaluated(candidate, example)
+            score, side = evaluated(ctx, candidate, example)
             return score, _shown(side, shows)
-
-        def _evaluated(candidate: Candidate, example: Item) -> tuple[float, dict[str, Any]]:
-            side: dict[str, Any] = {"Input": example.input, "Expected": example.expected}
-            try:
-                result = ctx.evaluate(dict(candidate), example)
-            except BudgetExhausted as exc:
-                # Not evaluated, not recorded; GEPA's next stop check ends the run.
-                side["Error"] = quoted(f"not evaluated: {exc}", limit)
-                return 0.0, cut_side_info(side, limit)
-            # What the candidate wrote, and what the metric wrote about it (feedback often
-            # quotes the output), is quoted: no line of it can pass for a section of the prompt.
-            if result.ok:
-                side["Output"] = quoted(result.output, limit)
-                side["Feedback"] = quoted(result.feedback, limit)
-                if result.scores:
-                    side["scores"] = dict(result.scores)
-                # What score() printed is the user's own debugging, kept in the records only.
-                side.update(
-                    {
-                        k: quoted(v, limit)
-                        for k, v in result.extra.items()
-                        if k not in side and k != "metric_stdout"
-                    }
-                )
-                return float(result.score or 0.0), cut_side_info(side, limit)
-            # An error is not a wrong answer; GEPA needs a number, the records keep the error.
-            side["Error"] = quoted(result.error, limit)
-            side["Feedback"] = quoted(f"This example failed with an error: {result.error}", limit)
-            return 0.0, cut_side_info(side, limit)
 
         settings = ctx.settings
         template = self._template(settings)

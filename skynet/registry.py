@@ -68,6 +68,7 @@ BUILTIN: dict[str, dict[str, str]] = {
     "engine": {
         "gepa": "engines.gepa:GepaEngine",
         "dspy-gepa": "engines.dspy_gepa:DspyGepaEngine",
+        "gepa-async": "engines.async_gepa:AsyncGepaEngine",
     },
     # A planner chooses the engine that runs, its budget and options (skynet.engine.Planner);
     # [engine] name takes it like an engine's name.

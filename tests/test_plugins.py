@@ -345,7 +345,9 @@ def test_unknown_and_broken_plugins_are_one_line(installed, tmp_path, scripted_s
     project = _plugin_project(tmp_path / "p", scripted_server.url)
     assert main(["-C", str(project), "check", "--set", "engine.name=tinny"]) == 2
     line = capsys.readouterr().err.strip()
-    assert "no engine has this name; known: auto, dspy-gepa, gepa, broken, tiny" in line, line
+    assert (
+        "no engine has this name; known: auto, dspy-gepa, gepa, gepa-async, broken, tiny" in line
+    ), line
     assert main(["-C", str(project), "run", "--engine", "broken"]) == 2
     line = capsys.readouterr().err.strip()
     assert line.count("\n") == 0 and "the engine plugin 'broken' (package tiny-plugin)" in line

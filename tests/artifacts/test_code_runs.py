@@ -69,7 +69,7 @@ def test_a_code_artifact_is_optimized_and_its_crashes_are_feedback(
         f.write("\n\ndef key(expected):\n    return {'total': expected['total']}\n")
     assert main(["-C", str(project), "run"]) == 0
     out = capsys.readouterr()
-    assert "auto: engine gepa for a code artifact" in out.err
+    assert "auto: engine gepa-async for a code artifact" in out.err
     best = next((project / ".skynet" / "runs").glob("*/best_code.py")).read_text()
     assert best.strip() == FIXED.strip()
     reflection_prompt = scripted_server.requests[0]["messages"][-1]["content"]

@@ -16,8 +16,8 @@ from skynet.runs.store import RunStore, runs_db_path
 @pytest.mark.parametrize(
     ("kind", "level", "named", "user", "engine", "budget", "frontier"),
     [
-        ("prompt", "light", False, None, "gepa", 8 + 6 * 2 * 3 + (6 * 8) // 3, "instance"),
-        ("code", "medium", True, None, "gepa", 8 + 15 * 2 * 3 + (15 * 8) // 3, "hybrid"),
+        ("prompt", "light", False, None, "gepa-async", 8 + 6 * 2 * 3 + (6 * 8) // 3, "instance"),
+        ("code", "medium", True, None, "gepa-async", 8 + 15 * 2 * 3 + (15 * 8) // 3, "hybrid"),
         ("dspy", "heavy", False, 99, "dspy-gepa", None, "instance"),
     ],
 )
@@ -47,8 +47,10 @@ def test_plan_rules(kind, level, named, user, engine, budget, frontier):
     ],
 )
 def test_parallel_proposals_fill_the_evaluation_slots(concurrency, train, user_set, sampling, said):
+    # gepa's own loop (dspy-gepa's, and gepa's when a gepa option keeps it) fills the slots with
+    # proposals side by side.
     got = plan(
-        kind="prompt",
+        kind="dspy",
         level="light",
         train=train,
         val=8,
@@ -56,7 +58,7 @@ def test_parallel_proposals_fill_the_evaluation_slots(concurrency, train, user_s
         named_scores=False,
         budget_set_by_user=None,
         concurrency=concurrency,
-        sampling_set_by_user=user_set,
+        options_set=frozenset({"sampling_strategy"} if user_set else ()),
     )
     assert got.sampling == sampling
     assert any(said in reason for reason in got.reasons)
@@ -68,6 +70,34 @@ def test_parallel_proposals_fill_the_evaluation_slots(concurrency, train, user_s
 
 def test_a_selection_strategy_the_user_set_wins():
     got = plan(
+        kind="dspy",
+        level="light",
+        train=30,
+        val=8,
+        minibatch_size=3,
+        named_scores=False,
+        budget_set_by_user=None,
+        concurrency=16,
+        options_set=frozenset({"selection_strategy"}),
+    )
+    assert (got.sampling, got.selection) == ("independent:5", None)
+    assert "selection: selection_strategy set in [engine.options]" in got.reasons
+
+
+@pytest.mark.parametrize(
+    ("options_set", "engine", "said"),
+    [
+        (frozenset(), "gepa-async", "one proposal at a time"),
+        (frozenset({"frontier_type", "perfect_score"}), "gepa-async", "one proposal at a time"),
+        (frozenset({"max_merge_invocations"}), "gepa", "[engine.options] max_merge_invocations"),
+        (frozenset({"sampling_strategy"}), "gepa", "sampling_strategy set in [engine.options]"),
+        (frozenset({"custom_candidate_proposer"}), "gepa", "custom_candidate_proposer is set"),
+    ],
+)
+def test_a_prompt_runs_on_gepa_async_unless_a_gepa_option_keeps_gepa_s_loop(
+    options_set, engine, said
+):
+    got = plan(
         kind="prompt",
         level="light",
         train=30,
@@ -76,10 +106,12 @@ def test_a_selection_strategy_the_user_set_wins():
         named_scores=False,
         budget_set_by_user=None,
         concurrency=16,
-        selection_set_by_user=True,
+        options_set=options_set,
     )
-    assert (got.sampling, got.selection) == ("independent:5", None)
-    assert "selection: selection_strategy set in [engine.options]" in got.reasons
+    assert got.engine == engine
+    assert any(said in reason for reason in got.reasons), got.reasons
+    if engine == "gepa-async":  # its own proposals: none of gepa's strategies chosen
+        assert (got.sampling, got.selection, got.fit_to_budget) == (None, None, False)
 
 
 @pytest.mark.parametrize(
@@ -119,7 +151,7 @@ def test_auto_choices_are_printed_and_recorded(tmp_path, scripted_server, capsys
     assert "max_metric_calls" not in toml.read_text()
     assert main(["-C", str(project), "run"]) == 0
     err = capsys.readouterr().err
-    assert "auto: engine gepa for a prompt artifact" in err
+    assert "auto: engine gepa-async for a prompt artifact" in err
     assert "budget 60 metric calls: light" in err  # 8 val + 6 x 2 x 3 + 6 x 8 / 3
     assert "no better val score in 3 proposals" in err and "stopping early" in err
     with RunStore(runs_db_path(project), readonly=True) as store:

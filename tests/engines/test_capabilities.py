@@ -42,8 +42,14 @@ def test_auto_is_a_planner_whose_choices_arrive_as_options():
         concurrency=8,
     )
     planned = get_planner("auto")(request)
-    assert planned.engine == "gepa" and planned.max_metric_calls and planned.patience == 3
-    assert planned.options == {
+    assert planned.engine == "gepa-async" and planned.max_metric_calls and planned.patience == 3
+    assert planned.options == {"frontier_type": "instance"}
+    # A gepa option gepa-async does not take keeps gepa's loop, with Auto's parallel proposals.
+    merged = get_planner("auto")(
+        PlanRequest(**{**request.__dict__, "options_set": frozenset({"max_merge_invocations"})})
+    )
+    assert merged.engine == "gepa"
+    assert merged.options == {
         "frontier_type": "instance",
         "sampling_strategy": "independent:2",
         "selection_strategy": "best",

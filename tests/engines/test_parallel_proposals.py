@@ -65,19 +65,21 @@ class _InFlight:
 @pytest.mark.parametrize(
     "engine, options, proposals",
     [
-        # Auto: min(task slots 8 // minibatch 3, train 8 // minibatch 3) = 2 per iteration.
-        ("auto", "", 2),
+        # Auto keeping gepa's loop (a gepa option gepa-async does not take is set):
+        # min(task slots 8 // minibatch 3, train 8 // minibatch 3) = 2 per iteration.
+        ("auto", "max_merge_invocations = 0", 2),
         ("gepa", 'sampling_strategy = "independent:3"', 3),
+        ("gepa-async", 'sampling_strategy = "independent:3"', 3),  # a wave of 3
         ("gepa", "", 1),  # gepa's default: single
     ],
-    ids=["auto at concurrency 16", "independent:3", "gepa's default"],
+    ids=["auto at concurrency 16", "independent:3", "gepa-async independent:3", "gepa's default"],
 )
 def test_proposals_of_one_iteration_reflect_and_evaluate_at_once(
     tmp_path, engine, options, proposals
 ):
     watch = _InFlight()
     with ScriptedServer(responder=watch) as server:
-        project = make_project(tmp_path / "p", server.url, budget=48, concurrency=16)
+        project = make_project(tmp_path / "p", server.url, budget=64, concurrency=16)
         toml = project / "skynet.toml"
         text = toml.read_text().replace('name = "gepa"', f'name = "{engine}"', 1)
         if options:
