@@ -439,6 +439,9 @@ class _Search:
                 self._start_val(pending)
                 self._integrate(pending)
                 self._perfect_best()
+        except BaseException:
+            self.slots.cancel_queued()  # a run-level fault or an interrupt: no call more
+            raise
         finally:
             proposals.shutdown(wait=True)
 
@@ -538,6 +541,16 @@ class _Slots:
                 future.set_result(fn(*args))
             except BaseException as exc:  # noqa: BLE001 — handed to the one who waits on it
                 future.set_exception(exc)
+
+    def cancel_queued(self) -> None:
+        """Cancels the work not yet begun (whoever waits on it gets CancelledError)."""
+        while True:
+            try:
+                _, _, job = self.queue.get_nowait()
+            except queue.Empty:
+                return
+            if job is not None:
+                job[0].cancel()
 
     def shutdown(self) -> None:
         """Lets the work queued so far finish, then ends the threads."""

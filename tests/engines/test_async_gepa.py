@@ -4,6 +4,7 @@ exceeded, gepa's options it does not run refused by name."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 import threading
@@ -15,7 +16,7 @@ from engines.async_gepa import AsyncGepaEngine
 from engines.gepa import GepaEngine
 from skynet.data import Item
 from skynet.engine import EngineSettings
-from skynet.errors import ConfigError
+from skynet.errors import ConfigError, StorageError
 from skynet.testing import engine_context
 
 REGIONS = 6
@@ -176,3 +177,37 @@ def test_a_run_on_the_async_search_is_recorded_and_reported_like_gepas(
     assert "accepted" in statuses
     assert BETTER in best.content["instructions"]
     assert calls <= 40
+
+
+def test_a_run_level_fault_stops_the_search_without_starting_queued_calls():
+    # A fault that is not one item's (the store's disk full, an abort) ends the search: the
+    # val items and minibatches not yet begun are cancelled, not run after it.
+    task = Task(jitter=5)
+    calls = 0
+    lock = threading.Lock()
+    ctx = engine_context(
+        {"instructions": "Answer by region. Known: ."},
+        train=ITEMS[:18],
+        val=ITEMS[18:],
+        score=task.score,
+        reflect=task.reflect,
+        settings=EngineSettings(concurrency=2, options={"frontier_type": "instance"}),
+        minibatch_size=3,
+        seed=0,
+    )
+    evaluate = ctx.evaluate
+
+    def failing(candidate, item):
+        nonlocal calls
+        with lock:
+            calls += 1
+            if calls == 2:
+                raise StorageError("the disk is full")
+        time.sleep(0.05)
+        return evaluate(candidate, item)
+
+    with pytest.raises(StorageError):
+        AsyncGepaEngine().optimize(dataclasses.replace(ctx, evaluate=failing))
+    # The second call failed (the first proposal's minibatch, queued ahead of the seed's 12 val
+    # items): at most the other slot's call was under way with it, and the val items never ran.
+    assert calls <= 4

@@ -36,17 +36,29 @@ def _state(project):
     return run_id, status, evaluations, proposals, candidates, paid
 
 
+def _project(folder, url, engine):
+    project = make_project(folder, url, budget=60)
+    toml = project / "skynet.toml"
+    toml.write_text(toml.read_text().replace('name = "gepa"', f'name = "{engine}"', 1))
+    return project
+
+
 # never_perfect: the run spends its budget (a perfect best would stop it before some moments).
-@pytest.mark.parametrize("moment", [3, 9, 17, 26, 38])  # the server request that kills it
+# gepa-async (Auto's engine for prompts) evaluates beside its reflections: killed mid-way, its
+# resumed run must still come to the same run.
+@pytest.mark.parametrize(
+    ("engine", "moment"),  # moment: the server request that kills it
+    [*(("gepa", m) for m in (3, 9, 17, 26, 38)), *(("gepa-async", m) for m in (4, 14, 24))],
+)
 def test_a_run_killed_at_any_moment_resumes_to_the_unkilled_runs_result(
-    tmp_path, scripted_server, moment
+    tmp_path, scripted_server, engine, moment
 ):
     scripted_server.responder = never_perfect
-    calm = make_project(tmp_path / "calm", scripted_server.url, budget=60)
+    calm = _project(tmp_path / "calm", scripted_server.url, engine)
     assert main(["-C", str(calm), "run"]) == 0
     _, _, calm_evaluations, calm_proposals, calm_candidates, calm_paid = _state(calm)
 
-    project = make_project(tmp_path / "p", scripted_server.url, budget=60)
+    project = _project(tmp_path / "p", scripted_server.url, engine)
     process: subprocess.Popen[bytes] | None = None
     seen = 0
     lock = threading.Lock()
