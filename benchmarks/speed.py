@@ -2,9 +2,11 @@
 
     python benchmarks/speed.py            # 300 ms latency, budget 200, concurrency 16, 3 repeats
     python benchmarks/speed.py --quick    # 100 ms, budget 120, 1 repeat (a smoke run)
+    python benchmarks/speed.py --reflection-latency-ms 1500   # a reflection model 5x slower
 
 Both optimize the same scripted task on the same loopback model server (benchmarks/overhead.py's
-`Server`, a child process; latency per request, task and reflection alike):
+`Server`, a child process; latency per request, task and reflection alike unless
+--reflection-latency-ms says the reflection model is slower):
 
   raw     `gepa.optimize_anything` with GEPAConfig's defaults except max_metric_calls, the
           reflection_lm (the model's name, gepa's own LM; its api_base and key in
@@ -53,6 +55,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +71,8 @@ TASKS = ("learn", "same")
 # The server's child process reads its task here: it is set before each server is spawned (a
 # spawned child inherits the environment), so one server answers one task.
 TASK_ENV = "SKYNET_SPEED_TASK"
+# ... and the reflection replies' extra latency, in ms, over --latency-ms (--reflection-latency-ms)
+REFLECTION_ENV = "SKYNET_SPEED_REFLECTION_EXTRA_MS"
 
 _KNOWN = re.compile(r"Known regions: ([\d, ]*)\.")
 _WRONG = re.compile(r"does not name the capital of Country (\d+)")
@@ -87,6 +92,7 @@ def answer(body: dict[str, Any]) -> tuple[str, str]:
 
     messages = body.get("messages") or []
     if is_reflection(body):
+        time.sleep(float(os.environ.get(REFLECTION_ENV) or 0) / 1000)  # a slower model
         if os.environ.get(TASK_ENV) == "same":
             return "reflection", SAME_REPLY
         prompt = str(messages[-1].get("content", ""))
@@ -209,9 +215,11 @@ def val_evaluations(r: RunResult) -> int:
 
 def slot_use(r: RunResult, latency_ms: float, slots: int) -> float:
     """(model calls x latency) / (wall x slots): the share of the run's call slots that held a
-    call, model calls being every task and reflection request the server saw in the run."""
-    calls = r.task_requests + r.reflection_requests
-    return calls * latency_ms / 1000 / (r.wall_s * slots)
+    call, model calls being every task and reflection request the server saw in the run (a
+    reflection request held its slot for --reflection-latency-ms when that is set)."""
+    extra = float(os.environ.get(REFLECTION_ENV) or 0)
+    held = (r.task_requests + r.reflection_requests) * latency_ms + r.reflection_requests * extra
+    return held / 1000 / (r.wall_s * slots)
 
 
 # -- the report --------------------------------------------------------------------------------
@@ -220,6 +228,12 @@ def slot_use(r: RunResult, latency_ms: float, slots: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--latency-ms", type=float, default=None, help="per request (300)")
+    parser.add_argument(
+        "--reflection-latency-ms",
+        type=float,
+        default=None,
+        help="per reflection request, when a slower model than the task's (--latency-ms)",
+    )
     parser.add_argument("--budget", type=int, default=None, help="max_metric_calls (200)")
     parser.add_argument("--concurrency", type=int, default=16, help="Skynet's [engine] concurrency")
     parser.add_argument("--repeats", type=int, default=None, help="runs of each variant (3)")
@@ -239,6 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds < 1:
         parser.error(f"--seeds {args.seeds}: give 1 or more")
     tasks = (args.task,) if args.task else TASKS
+    if args.reflection_latency_ms is not None:
+        if args.reflection_latency_ms < latency:
+            parser.error("--reflection-latency-ms: give at least --latency-ms")
+        os.environ[REFLECTION_ENV] = str(args.reflection_latency_ms - latency)  # before spawning
 
     os.environ[KEY_ENV] = KEY
     servers: dict[str, overhead.Server] = {}
@@ -319,7 +337,13 @@ def _measure(
     )
     print(
         f"{SHAPE.items} items ({SHAPE.train} train / {SHAPE.val} val) in {REGIONS} regions; "
-        f"latency {latency:g} ms per request; budget {budget} metric calls; {repeats} repeat(s) "
+        f"latency {latency:g} ms per request"
+        + (
+            f" ({latency + float(os.environ[REFLECTION_ENV]):g} ms per reflection request)"
+            if os.environ.get(REFLECTION_ENV)
+            else ""
+        )
+        + f"; budget {budget} metric calls; {repeats} repeat(s) "
         f"of seeds 0..{seeds - 1}"
     )
     met = True

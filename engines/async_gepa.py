@@ -153,7 +153,9 @@ class AsyncGepaEngine:
     proposals_for = staticmethod(gepa_proposals)  # it spends its budget as gepa's steps do
 
     def min_metric_calls(self, *, train: int, val: int, minibatch_size: int) -> int:
-        return GepaEngine().min_metric_calls(train=train, val=val, minibatch_size=minibatch_size)
+        # gepa's (the seed on val, a parent and its child on a minibatch), and the child on val:
+        # a proposal starts only when its val evaluation fits too (the module docstring).
+        return 2 * val + 2 * min(minibatch_size, train)
 
     def choices(self, settings: EngineSettings) -> tuple[str, ...]:
         unknown = sorted(set(settings.options) - TAKEN)
@@ -169,10 +171,9 @@ class AsyncGepaEngine:
                     f"[engine.options] {name} = {value!r}: engine 'gepa-async' runs {said}; "
                     "for gepa's other strategies use engine 'gepa'"
                 )
-        return (
-            *GepaEngine().choices(EngineSettings(**{**_fields(settings), "options": {}})),
-            "asynchronous: the next proposal written while the last child is scored on val",
-        )
+        # gepa's template and reflection choices; what is asynchronous is said by its name
+        # (and by Auto's reason when Auto chose it).
+        return GepaEngine().choices(EngineSettings(**{**_fields(settings), "options": {}}))
 
     def optimize(self, ctx: EngineContext) -> EngineOutcome:
         return _Search(ctx).run()
@@ -272,6 +273,7 @@ class _Search:
         component: str,
         queued: threading.Event,
         given: list[tuple[float, Any]] | None = None,
+        ahead: bool = False,
     ) -> _Step:
         """Proposal k from `base`: its minibatch, the reflection, the child on the minibatch
         (and, one proposal at a time, on the next proposal's minibatch: `given` to it)."""
@@ -305,7 +307,7 @@ class _Search:
             return _Step(parent=parent, child=None, accepted=False, spent=spent)
         child = {**base, component: text}
         own = self._submit(child, batch)
-        ahead = self._submit(child, self._minibatch(k + 1)) if self.speculate else []
+        next_batch = self._submit(child, self._minibatch(k + 1)) if ahead else []
         child_sum = sum(f.result()[0] for f in own)
         return _Step(
             parent=parent,
@@ -313,9 +315,9 @@ class _Search:
             accepted=child_sum > parent_sum,
             gain=child_sum - parent_sum,
             detail=f"proposal {k}: minibatch sum {child_sum:g} against its parent's {parent_sum:g}",
-            spent=spent + len(own) + len(ahead),
+            spent=spent + len(own) + len(next_batch),
             k=k,
-            ahead=[f.result() for f in ahead] if ahead else None,
+            ahead=[f.result() for f in next_batch] if next_batch else None,
         )
 
     # -- the search ------------------------------------------------------------------------
@@ -353,17 +355,18 @@ class _Search:
             stopped_by=self.stopped_by,
         )
 
-    def _wave_size(self, pending: _Pending | None) -> int:
-        """How many proposals the next wave may make: each spends at most two minibatches, and
+    def _wave_size(self, pending: _Pending | None) -> tuple[int, bool]:
+        """How many proposals the next wave may make, and whether their children are scored
+        ahead on the next minibatch: each proposal spends two minibatches (three, ahead), and
         the wave's choice a val evaluation, within what is left of max_metric_calls once the
         last wave's choice is scored on val."""
         limit = self.ctx.max_metric_calls
         if limit is None:
-            return self.width
+            return self.width, self.speculate
         waiting = len(self.ctx.val) if pending is not None and not pending.val else 0
         left = limit - self.spent - waiting - len(self.ctx.val)
-        per_proposal = (3 if self.speculate else 2) * self.minibatch
-        return max(0, min(self.width, left // per_proposal))
+        size = max(0, min(self.width, left // (2 * self.minibatch)))
+        return size, self.speculate and left >= size * 3 * self.minibatch
 
     def _loop(self) -> None:
         ctx, pool = self.ctx, self.pool
@@ -377,7 +380,7 @@ class _Search:
         best, since_better, wave, stopping = float("-inf"), 0, 0, False
         try:
             while True:
-                size = self._wave_size(pending)
+                size, ahead = self._wave_size(pending)
                 if stopping or size == 0 or ctx.should_stop() or self.reflector.fatal is not None:
                     break
                 futures, queued = [], []
@@ -405,6 +408,7 @@ class _Search:
                             component,
                             queued[-1],
                             given,
+                            ahead,
                         )
                     )
                     self.proposed += 1

@@ -157,11 +157,13 @@ def _run(
                 f"max_full_evals = {-(-needed * full_evals // budget)} or more (or "
                 f"max_metric_calls = {needed})"
             )
+        more = needed - len(val) - 2 * minibatch  # e.g. gepa-async: the child's val evaluation
+        then = f", then the child on the {more} val items" if more > 0 else ""
         raise ConfigError(
             f"{given} is too small: the "
             f"{plan.name} engine needs at least {needed} ({len(val)} val items for the seed, "
-            f"then a reflection step on {minibatch} train items, twice) to propose once; use "
-            f"{fix}"
+            f"then a reflection step on {minibatch} train items, twice{then}) to propose once; "
+            f"use {fix}"
         )
     session = RunSession(
         project,

@@ -106,6 +106,14 @@ def test_the_budget_is_never_exceeded_and_the_slots_are_busy():
         assert recorded.metric_calls <= 60 and outcome.metric_calls == recorded.metric_calls
         # A val evaluation of 12 items side by side, and the next proposal's work beside it.
         assert task.peak > 3
+    # The least budget it proposes with (min_metric_calls: the seed and the child on val, a
+    # parent and its child on a minibatch): one proposal, its child not scored ahead.
+    engine = AsyncGepaEngine()
+    least = engine.min_metric_calls(train=18, val=12, minibatch_size=3)
+    outcome, recorded, _ = _run(jitter=3, budget=least)
+    assert least == 30 and recorded.metric_calls <= least
+    assert len(outcome.candidates) == 2
+    assert [p["status"] for p in recorded.proposals] == ["proposed", "accepted"]
 
 
 def _overlaps(task: Task) -> int:
@@ -163,7 +171,7 @@ def test_a_run_on_the_async_search_is_recorded_and_reported_like_gepas(
     project = make_project(tmp_path / "p", scripted_server.url, budget=40, concurrency=6)
     assert main(["-C", str(project), "run", "--engine", "gepa-async"]) == 0
     out = capsys.readouterr()
-    assert "asynchronous: the next proposal written while" in out.err
+    assert "engine 'gepa-async' named in the config" in out.err
     assert "+1.000" in out.out  # the rewrite won on test, as under gepa
     with RunStore(runs_db_path(project), readonly=True) as store:
         run = store.latest_run()
@@ -211,3 +219,18 @@ def test_a_run_level_fault_stops_the_search_without_starting_queued_calls():
     # The second call failed (the first proposal's minibatch, queued ahead of the seed's 12 val
     # items): at most the other slot's call was under way with it, and the val items never ran.
     assert calls <= 4
+
+
+def test_a_budget_too_small_to_score_a_child_on_val_is_refused_before_any_call(tmp_path, capsys):
+    from projects import make_project
+
+    from skynet.cli import main
+
+    project = make_project(tmp_path / "p", "http://127.0.0.1:9/v1", budget=20)  # no server
+    assert main(["-C", str(project), "run", "--engine", "gepa-async"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "skynet: error: budget.max_metric_calls = 20 is too small: the gepa-async engine needs "
+        "at least 22 (8 val items for the seed, then a reflection step on 3 train items, twice, "
+        "then the child on the 8 val items) to propose once; use --max-metric-calls 22 or more"
+    ]
