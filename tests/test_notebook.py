@@ -160,6 +160,6 @@ def test_the_notebook_runs_on_a_real_kernel(tmp_path, scripted_server, monkeypat
         best_content = next(
             ((json.dumps(c.content),) for c in store.candidates(run_id) if c.id == best_id), None
         )
-    assert runs.get(run_id) == "gepa"
+    assert runs.get(run_id) == "gepa-async"  # Auto's engine for a prompt
     assert "eval" in runs.values()  # skynet.evaluate's run
     assert best_content is not None and BETTER in best_content[0]
