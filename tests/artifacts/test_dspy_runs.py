@@ -79,10 +79,13 @@ def make_dspy_project(root, server_url):
 
 
 @pytest.mark.slow
-def test_a_dspy_program_is_optimized_metered_and_saved_in_dspys_format(tmp_path, scripted_server):
+@pytest.mark.parametrize("engine", ["gepa", "gepa-async"])
+def test_a_dspy_program_is_optimized_metered_and_saved_in_dspys_format(
+    tmp_path, scripted_server, engine
+):
     scripted_server.responder = responder
     project = make_dspy_project(tmp_path / "p", scripted_server.url)
-    assert main(["-C", str(project), "run"]) == 0
+    assert main(["-C", str(project), "run", "--engine", engine]) == 0
     saved = next((project / ".skynet" / "runs").glob("*/best_program.json"))
     loaded = dspy.Predict("country -> answer")
     loaded.load(str(saved))  # dspy alone reads it back

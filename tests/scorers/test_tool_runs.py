@@ -66,12 +66,15 @@ def responder(body):
     return reply(f"I think it is sunny in {city}.")
 
 
-def test_a_tool_calling_prompt_is_optimized_with_the_xlam_scorer(tmp_path, scripted_server, capsys):
+@pytest.mark.parametrize("engine", ["gepa", "gepa-async"])  # gepa-async: Auto's for a prompt
+def test_a_tool_calling_prompt_is_optimized_with_the_xlam_scorer(
+    tmp_path, scripted_server, capsys, engine
+):
     scripted_server.responder = responder
     project = make_tool_project(tmp_path / "p", scripted_server.url)
     assert main(["-C", str(project), "check"]) == 0
     assert "self-test passed" in capsys.readouterr().out
-    assert main(["-C", str(project), "run"]) == 0
+    assert main(["-C", str(project), "run", "--engine", engine]) == 0
     with RunStore(runs_db_path(project), readonly=True) as store:
         (run,) = store.list_runs()
         best, seed = run.best_candidate_id, run.seed_candidate_id
