@@ -45,6 +45,7 @@ What is kept from gepa, and how the order of events differs:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import queue
 import random
@@ -53,10 +54,12 @@ import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from engines.budget import gepa_proposals
 from engines.gepa import GepaEngine, _extract, _gepa_template, _Reflector, _shown, evaluated
+from engines.stops import PerfectOnVal
 from skynet.data import Item
 from skynet.engine import Candidate, EngineContext, EngineOutcome, EngineSettings
 from skynet.errors import ConfigError
@@ -173,17 +176,13 @@ class AsyncGepaEngine:
                 )
         # gepa's template and reflection choices; what is asynchronous is said by its name
         # (and by Auto's reason when Auto chose it).
-        return GepaEngine().choices(EngineSettings(**{**_fields(settings), "options": {}}))
+        return GepaEngine().choices(dataclasses.replace(settings, options={}))
 
     def optimize(self, ctx: EngineContext) -> EngineOutcome:
         return _Search(ctx).run()
 
 
-def _fields(settings: EngineSettings) -> dict[str, Any]:
-    return {name: getattr(settings, name) for name in settings.__dataclass_fields__}
-
-
-def _parallel(options: Mapping[str, Any], ctx: EngineContext) -> int:
+def _parallel(options: Mapping[str, Any]) -> int:
     strategy = options.get("sampling_strategy")
     if isinstance(strategy, str) and strategy.startswith("independent:"):
         return max(1, int(strategy.split(":", 1)[1]))
@@ -196,9 +195,10 @@ class _Search:
         options = dict(ctx.settings.options)
         self.hybrid = options.get("frontier_type", "hybrid") == "hybrid"
         self.perfect = options.get("perfect_score")
+        self.perfect_stop = PerfectOnVal(ctx, self.perfect)
         self.skip_perfect = bool(options.get("skip_perfect_score", True))
         self.minibatch = max(1, min(ctx.minibatch_size, len(ctx.train)))
-        self.width = _parallel(options, ctx)
+        self.width = _parallel(options)
         # One proposal at a time: each child is also evaluated on the next proposal's minibatch,
         # beside its own, so a next proposal drawn from it goes straight to its reflection (the
         # step's critical path: reflection, then the child's minibatches). With several
@@ -234,9 +234,6 @@ class _Search:
         with self.lock:
             self.spent += len(items)
         return [self.slots.submit(rank, evaluated, self.ctx, candidate, item) for item in items]
-
-    def _evaluate(self, candidate: Candidate, items: list[Item]) -> list[tuple[float, Any]]:
-        return [f.result() for f in self._submit(candidate, items)]
 
     def _val(
         self, futures: list[Future[tuple[float, Any]]]
@@ -323,18 +320,9 @@ class _Search:
     # -- the search ------------------------------------------------------------------------
 
     def _perfect_best(self) -> bool:
-        top = self.perfect
-        every = [s for scores in self.pool.val for s in scores.values()]
-        if top is None:
-            if any(s > 1.0 for s in every):
-                return False
-            top = 1.0
-        best = self.pool.val[self.pool.best()]
-        if len(best) == len(self.ctx.val) and all(s >= top for s in best.values()):
-            self.stopped_by = (
-                f"the best is perfect on val: score {top:g} on each of the "
-                f"{len(self.ctx.val)} items"
-            )
+        """gepa's stop once a candidate is perfect on every val item (engines/stops.py)."""
+        if self.perfect_stop(SimpleNamespace(prog_candidate_val_subscores=self.pool.val)):
+            self.stopped_by = self.perfect_stop.said
             return True
         return False
 

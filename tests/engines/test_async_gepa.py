@@ -94,6 +94,8 @@ def test_the_same_seed_gives_the_same_run_whatever_order_replies_arrive_in(width
     assert first.candidates == second.candidates and first.parents == second.parents
     assert first.val_scores == second.val_scores
     assert max(first.val_scores) > first.val_scores[0]  # it learned
+    # ... every region, and then it stops, budget left (gepa's stop, engines/stops.py).
+    assert first.stopped_by.startswith("the best is perfect on val") and first.metric_calls < 200
     statuses = [p["status"] for p in recorded.proposals]
     assert "accepted" in statuses
 
