@@ -222,6 +222,7 @@ class _Search:
         self.slots = _Slots(max(1, ctx.concurrency))
         self.spent = 0  # evaluations begun (a val evaluation counts when it is submitted)
         self.lock = threading.Lock()
+        self.orders: dict[int, list[Item]] = {}  # epoch -> the train items in its order
         self.stopped_by = ""
         self.proposed = 0  # proposals made so far: proposal k reads the k-th minibatch
 
@@ -252,15 +253,18 @@ class _Search:
     def _minibatch(self, k: int) -> list[Item]:
         """Proposal k's train items: the k-th minibatch of the train items in epoch-shuffled
         order (as gepa's EpochShuffledBatchSampler; epoch e shuffled by the seed and e)."""
-        n, size = len(self.ctx.train), self.minibatch
-        start = k * size
-        out: list[Item] = []
-        while len(out) < size:
-            epoch, at = divmod(start + len(out), n)
-            order = list(self.ctx.train)
-            random.Random(self.ctx.seed * 7919 + epoch).shuffle(order)
-            out.append(order[at])
-        return out
+        n, start = len(self.ctx.train), k * self.minibatch
+        return [self._epoch(at // n)[at % n] for at in range(start, start + self.minibatch)]
+
+    def _epoch(self, epoch: int) -> list[Item]:
+        """The train items in epoch `epoch`'s order, shuffled once (proposal threads share it)."""
+        with self.lock:
+            order = self.orders.get(epoch)
+            if order is None:
+                order = list(self.ctx.train)
+                random.Random(self.ctx.seed * 7919 + epoch).shuffle(order)
+                self.orders[epoch] = order
+            return order
 
     def _propose(
         self,
