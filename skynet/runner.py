@@ -157,8 +157,14 @@ def _run(
                 f"max_full_evals = {-(-needed * full_evals // budget)} or more (or "
                 f"max_metric_calls = {needed})"
             )
-        more = needed - len(val) - 2 * minibatch  # e.g. gepa-async: the child's val evaluation
-        then = f", then the child on the {more} val items" if more > 0 else ""
+        # Beyond gepa's least budget: an engine that also scores the child on val (gepa-async)
+        # is said so; another engine's excess is said as a count.
+        more = needed - len(val) - 2 * minibatch
+        then = (
+            f", then the child on the {more} val items"
+            if more == len(val)
+            else (f", then {more} more" if more > 0 else "")
+        )
         raise ConfigError(
             f"{given} is too small: the "
             f"{plan.name} engine needs at least {needed} ({len(val)} val items for the seed, "
