@@ -129,7 +129,6 @@ class Variant:
     max_workers: int | None = None  # raw: None = gepa's default (os.cpu_count())
     options: str = ""  # skynet: [engine.options] lines
     endpoint_max_concurrent: int | None = None  # skynet: written by the user; None = not written
-    engine: str = "auto"  # skynet: [engine] name
 
 
 def raw_config(
@@ -180,9 +179,7 @@ def write_skynet_project(
         folder, SHAPE, server_url=server.url, concurrency=concurrency, budget=budget, seed=seed
     )
     toml = folder / "skynet.toml"
-    text = _replace_once(
-        toml.read_text(), '[engine]\nname = "gepa"', f'[engine]\nname = "{variant.engine}"'
-    )
+    text = _replace_once(toml.read_text(), '[engine]\nname = "gepa"', '[engine]\nname = "auto"')
     limit = variant.endpoint_max_concurrent
     text = _replace_once(
         text,
