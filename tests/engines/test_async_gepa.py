@@ -68,9 +68,9 @@ class Task:
         return f"```\nAnswer by region. Known: {listed}.\n```"
 
 
-def _run(jitter: int, budget: int = 200, concurrency: int = 9, engine=AsyncGepaEngine, **options):
-    task = Task(jitter)
-    ctx = engine_context(
+def _context(task: Task, budget: int | None, concurrency: int, **options):
+    """The task's search context: 18 train and 12 val items, minibatch 3, seed 0."""
+    return engine_context(
         {"instructions": "Answer by region. Known: ."},
         train=ITEMS[:18],
         val=ITEMS[18:],
@@ -83,6 +83,11 @@ def _run(jitter: int, budget: int = 200, concurrency: int = 9, engine=AsyncGepaE
         minibatch_size=3,
         seed=0,
     )
+
+
+def _run(jitter: int, budget: int = 200, concurrency: int = 9, engine=AsyncGepaEngine, **options):
+    task = Task(jitter)
+    ctx = _context(task, budget, concurrency, **options)
     return engine().optimize(ctx), ctx.recorded, task
 
 
@@ -192,19 +197,9 @@ def test_a_run_on_the_async_search_is_recorded_and_reported_like_gepas(
 def test_a_run_level_fault_stops_the_search_without_starting_queued_calls():
     # A fault that is not one item's (the store's disk full, an abort) ends the search: the
     # val items and minibatches not yet begun are cancelled, not run after it.
-    task = Task(jitter=5)
     calls = 0
     lock = threading.Lock()
-    ctx = engine_context(
-        {"instructions": "Answer by region. Known: ."},
-        train=ITEMS[:18],
-        val=ITEMS[18:],
-        score=task.score,
-        reflect=task.reflect,
-        settings=EngineSettings(concurrency=2, options={"frontier_type": "instance"}),
-        minibatch_size=3,
-        seed=0,
-    )
+    ctx = _context(Task(jitter=5), budget=None, concurrency=2)
     evaluate = ctx.evaluate
 
     def failing(candidate, item):

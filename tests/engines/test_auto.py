@@ -13,6 +13,24 @@ from skynet.cli import main
 from skynet.runs.store import RunStore, runs_db_path
 
 
+def _plan(**given):
+    """Auto's plan for a light prompt project of 30 train and 8 val items at concurrency 16, with
+    what the test gives instead."""
+    return plan(
+        **{
+            "kind": "prompt",
+            "level": "light",
+            "train": 30,
+            "val": 8,
+            "minibatch_size": 3,
+            "named_scores": False,
+            "budget_set_by_user": None,
+            "concurrency": 16,
+            **given,
+        }
+    )
+
+
 @pytest.mark.parametrize(
     ("kind", "level", "named", "user", "engine", "budget", "frontier"),
     [
@@ -22,14 +40,8 @@ from skynet.runs.store import RunStore, runs_db_path
     ],
 )
 def test_plan_rules(kind, level, named, user, engine, budget, frontier):
-    got = plan(
-        kind=kind,
-        level=level,
-        train=8,
-        val=8,
-        minibatch_size=3,
-        named_scores=named,
-        budget_set_by_user=user,
+    got = _plan(
+        kind=kind, level=level, train=8, named_scores=named, budget_set_by_user=user, concurrency=1
     )
     assert (got.engine, got.max_metric_calls, got.frontier) == (engine, budget, frontier)
     assert got.patience == PATIENCE[level] and PROPOSALS[level] > 0
@@ -49,14 +61,9 @@ def test_plan_rules(kind, level, named, user, engine, budget, frontier):
 def test_parallel_proposals_fill_the_evaluation_slots(concurrency, train, user_set, sampling, said):
     # gepa's own loop (dspy-gepa's, and gepa's when a gepa option keeps it) fills the slots with
     # proposals side by side.
-    got = plan(
+    got = _plan(
         kind="dspy",
-        level="light",
         train=train,
-        val=8,
-        minibatch_size=3,
-        named_scores=False,
-        budget_set_by_user=None,
         concurrency=concurrency,
         options_set=frozenset({"sampling_strategy"} if user_set else ()),
     )
@@ -69,17 +76,7 @@ def test_parallel_proposals_fill_the_evaluation_slots(concurrency, train, user_s
 
 
 def test_a_selection_strategy_the_user_set_wins():
-    got = plan(
-        kind="dspy",
-        level="light",
-        train=30,
-        val=8,
-        minibatch_size=3,
-        named_scores=False,
-        budget_set_by_user=None,
-        concurrency=16,
-        options_set=frozenset({"selection_strategy"}),
-    )
+    got = _plan(kind="dspy", options_set=frozenset({"selection_strategy"}))
     assert (got.sampling, got.selection) == ("independent:5", None)
     assert "selection: selection_strategy set in [engine.options]" in got.reasons
 
@@ -97,17 +94,7 @@ def test_a_selection_strategy_the_user_set_wins():
 def test_a_prompt_runs_on_gepa_async_unless_a_gepa_option_keeps_gepa_s_loop(
     options_set, engine, said
 ):
-    got = plan(
-        kind="prompt",
-        level="light",
-        train=30,
-        val=8,
-        minibatch_size=3,
-        named_scores=False,
-        budget_set_by_user=None,
-        concurrency=16,
-        options_set=options_set,
-    )
+    got = _plan(options_set=options_set)
     assert got.engine == engine
     assert any(said in reason for reason in got.reasons), got.reasons
     if engine == "gepa-async":  # its own proposals: none of gepa's strategies chosen
@@ -168,15 +155,7 @@ def test_the_dry_run_inverts_auto_s_budget_formula(val, minibatch):
     from engines.budget import gepa_metric_calls, gepa_proposals
 
     for level, n in PROPOSALS.items():
-        got = plan(
-            kind="prompt",
-            level=level,
-            train=40,
-            val=val,
-            minibatch_size=minibatch,
-            named_scores=False,
-            budget_set_by_user=None,
-        )
+        got = _plan(level=level, train=40, val=val, minibatch_size=minibatch, concurrency=1)
         assert got.max_metric_calls == gepa_metric_calls(n, val=val, minibatch=minibatch)
         assert gepa_proposals(got.max_metric_calls, val=val, minibatch=minibatch) == n
         # one call short of the next proposal still pays for n, not n + 1
